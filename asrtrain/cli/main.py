@@ -1,0 +1,95 @@
+"""The root ``asrtrain`` group: version, verbosity, log file, and the error convention.
+
+Expected failures (:class:`~asrtrain.core.errors.AsrtrainError`, missing or
+unreadable files) print one line ``Error: …`` and exit 1; usage errors exit 2
+(Click's rule); tracebacks appear only with ``-v``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import click
+
+from asrtrain import __version__
+from asrtrain.cli.lazy import LazyGroup
+
+COMMANDS = {
+    "prepare": "asrtrain.cli.prepare:prepare",
+    "train": "asrtrain.cli.train:train",
+    "decode": "asrtrain.cli.decode:decode",
+    "score": "asrtrain.cli.score:score",
+    "info": "asrtrain.cli.info:info",
+    "plot": "asrtrain.cli.plot:plot",
+}
+
+
+class RootGroup(LazyGroup):
+    """Turns expected exceptions from any subcommand into one-line errors."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from asrtrain.core.errors import AsrtrainError, one_line
+
+        try:
+            return super().invoke(ctx)
+        except AsrtrainError as exc:
+            _reraise_if_verbose(ctx)
+            raise click.ClickException(one_line(exc)) from None
+        except OSError as exc:
+            _reraise_if_verbose(ctx)
+            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+            raise click.ClickException(f"{where}{exc.strerror or one_line(exc)}") from None
+
+
+def _reraise_if_verbose(ctx: click.Context) -> None:
+    if (ctx.obj or {}).get("verbose", 0) > 0:
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+
+
+def setup_logging(verbose: int, log_file: str | None) -> None:
+    """Console logging on stderr (INFO, DEBUG with -v) and an optional log file."""
+    from asrtrain.core.runlog import LOG_FORMAT
+
+    logger = logging.getLogger("asrtrain")
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    for h in list(logger.handlers):
+        if getattr(h, "_asrtrain_root", False):
+            logger.removeHandler(h)
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    console.setLevel(logging.DEBUG if verbose else logging.INFO)
+    console._asrtrain_root = True  # type: ignore[attr-defined]
+    logger.addHandler(console)
+    if log_file:
+        fh = logging.FileHandler(log_file, encoding="utf-8")
+        fh.setFormatter(logging.Formatter(LOG_FORMAT))
+        fh._asrtrain_root = True  # type: ignore[attr-defined]
+        logger.addHandler(fh)
+    logger.propagate = False
+
+
+@click.group(cls=RootGroup, lazy_subcommands=COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.version_option(__version__, "--version", prog_name="asrtrain")
+@click.option("-v", "--verbose", count=True, help="More logging; tracebacks on errors.")
+@click.option("--log-file", type=click.Path(dir_okay=False), default=None,
+              help="Also append this run's log to FILE.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, log_file: str | None) -> None:
+    """asrtrain: train hybrid BiLSTM-HMM acoustic models (SSGD, ADPSGD, H-ADPSGD) to a WER.
+
+    \b
+    Pipeline:  prepare synth | prepare features | prepare archive | prepare lang
+               -> train -> decode -> score
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["verbose"] = verbose
+    setup_logging(verbose, log_file)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    cli()

@@ -1,0 +1,55 @@
+"""Options and helpers every command shares: ``--config``, error handling, run context.
+
+A command is written as::
+
+    @click.command()
+    @config_option
+    @click.argument("out", type=click.Path(path_type=Path))
+    def cmd(out: Path, **_): ...
+
+and its body calls a library function inside ``with expected_errors():`` (the
+root group already does that for every command).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Eager callback: the config file becomes the defaults of every other option."""
+    if value is None:
+        return None
+    from asrtrain.core.config import load_config
+    from asrtrain.core.errors import AsrtrainError
+
+    try:
+        data = load_config(value)
+    except AsrtrainError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param_hint="'--config'") from None
+    known = {p.name for p in ctx.command.params}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise click.BadParameter(f"{value}: unknown option(s) {', '.join(unknown)} for "
+                                 f"'{ctx.command_path}'", ctx=ctx, param_hint="'--config'")
+    ctx.default_map = {**(ctx.default_map or {}), **data}
+    return value
+
+
+def config_option(func: F) -> F:
+    """Add ``--config FILE`` (YAML or TOML) whose keys default the command's options."""
+    return click.option(
+        "--config", type=click.Path(exists=True, dir_okay=False), is_eager=True,
+        expose_value=True, callback=_load_config,
+        help="YAML or TOML file of option values; options given on the command line win.",
+    )(func)
+
+
+def resolved_params(ctx: click.Context) -> dict[str, Any]:
+    """The command's parameters as finally resolved (config file + command line + defaults)."""
+    return {k: v for k, v in ctx.params.items() if k != "config"}

@@ -1,0 +1,21 @@
+"""``asrtrain prepare``: the data stages, each in its own module."""
+
+from __future__ import annotations
+
+import click
+
+from asrtrain.cli.lazy import LazyGroup
+
+PREPARE_COMMANDS = {
+    "synth": "asrtrain.cli.prepare_synth:synth",
+    "features": "asrtrain.cli.prepare_features:features",
+    "archive": "asrtrain.cli.prepare_archive:archive",
+    "ivectors": "asrtrain.cli.prepare_ivectors:ivectors",
+    "fmllr": "asrtrain.cli.prepare_fmllr:fmllr",
+    "lang": "asrtrain.cli.prepare_lang:lang",
+}
+
+
+@click.group(cls=LazyGroup, lazy_subcommands=PREPARE_COMMANDS)
+def prepare() -> None:
+    """Prepare data: synthesize a corpus, features, training archives, the decoding graph."""

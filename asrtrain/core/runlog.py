@@ -1,0 +1,91 @@
+"""One log file per command run, in Kaldi's layout: ``OUT/log/<command>.<time>.log``.
+
+The file starts with the command line and the start time and ends with the end
+time and the exit status, so a failed stage in a recipe can be read after the
+fact. Everything the ``asrtrain`` logger says during the run goes into it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import os
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from asrtrain.core.config import write_config
+from asrtrain.core.fingerprint import write_fingerprint
+
+log = logging.getLogger("asrtrain")
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+@dataclass
+class Run:
+    """A command run writing into ``out``: where its log is and when it started."""
+
+    name: str
+    out: Path
+    log_path: Path
+    started: float
+
+
+def _stamp() -> str:
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+@contextlib.contextmanager
+def command_run(name: str, out: str | os.PathLike[str], params: dict[str, Any] | None = None,
+                extra_fingerprint: dict[str, Any] | None = None,
+                config_name: str | None = None, log_dir: str | os.PathLike[str] | None = None
+                ) -> Iterator[Run]:
+    """Open ``out/log/<name>.<time>.log``, write the fingerprint and the resolved config.
+
+    ``params`` (the command's resolved options) are written to
+    ``out/<config_name or name + '.config.yaml'>``. The log's last line says
+    ``exit status 0`` or the exception that ended the run.
+    """
+    out_path = Path(out)
+    logdir = Path(log_dir) if log_dir is not None else out_path / "log"
+    logdir.mkdir(parents=True, exist_ok=True)
+    log_path = logdir / f"{name.replace(' ', '-')}.{_stamp()}.{os.getpid()}.log"
+    handler = logging.FileHandler(log_path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setLevel(logging.DEBUG)
+    root = logging.getLogger("asrtrain")
+    root.addHandler(handler)
+    previous_level = root.level
+    if root.level == logging.NOTSET or root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+    started = time.time()
+    with open(log_path, "a", encoding="utf-8") as fh:
+        fh.write(f"# {shlex.join(sys.argv)}\n# started {dt.datetime.now().isoformat(timespec='seconds')}"
+                 f" on {os.uname().nodename} pid {os.getpid()}\n")
+    handler.stream.flush()
+    if params is not None:
+        write_config(out_path / (config_name or f"{name.replace(' ', '-')}.config.yaml"), params)
+    write_fingerprint(out_path, extra_fingerprint)
+    status = "exit status 0"
+    try:
+        yield Run(name=name, out=out_path, log_path=log_path, started=started)
+    except SystemExit as exc:
+        status = f"exit status {exc.code}"
+        raise
+    except BaseException as exc:
+        status = f"exit status 1 ({type(exc).__name__}: {exc})"
+        raise
+    finally:
+        elapsed = time.time() - started
+        root.removeHandler(handler)
+        handler.close()
+        root.setLevel(previous_level)
+        with open(log_path, "a", encoding="utf-8") as fh:
+            fh.write(f"# ended {dt.datetime.now().isoformat(timespec='seconds')} after "
+                     f"{elapsed:.1f}s, {status}\n")

@@ -1,0 +1,81 @@
+"""How learners cooperate, as seen by the training loop.
+
+The loop in :mod:`asrtrain.train.trainer` is the same for one learner and for
+SSGD, ADPSGD and H-ADPSGD: it asks a :class:`Strategy` for the model to run,
+for the blocks of the epoch, for the frame count that normalises the loss, and
+tells it when a step and an epoch end. This base class is the single learner;
+:mod:`asrtrain.distributed.strategy` subclasses it for the three strategies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from torch import nn
+
+
+class Strategy:
+    """The single-learner strategy: no communication, the loader's own block order."""
+
+    name = "single"
+
+    def __init__(self) -> None:
+        self.rank = 0
+        self.world_size = 1
+
+    @property
+    def is_main(self) -> bool:
+        """The learner that writes checkpoints, metrics and ``final.pt``."""
+        return self.rank == 0
+
+    @property
+    def device(self) -> str:
+        """Where this learner computes."""
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        """The module the loop calls forward/backward on (DDP-wrapped in a super-learner)."""
+        return model
+
+    def blocks(self, epoch: int, num_blocks: int) -> Iterable[int] | None:
+        """The block ids this learner trains on this epoch; ``None``: the loader's own shard."""
+        return None
+
+    def loss_denominator(self, local_frames: int) -> float:
+        """What the summed frame loss is divided by before backward.
+
+        One learner: its own number of real (unpadded) frames. A super-learner
+        divides by the total over its members so that its gradient equals one
+        learner's on the union of the batches.
+        """
+        return float(max(local_frames, 1))
+
+    def after_step(self, model: nn.Module, step: int) -> None:
+        """Called after each optimizer step (gossip hands the new weights to its thread)."""
+
+    def end_epoch(self, model: nn.Module, epoch: int) -> None:
+        """Called when this learner has no more blocks: agree on the end, average weights."""
+
+    def all_sum(self, values: list[float]) -> list[float]:
+        """Sum numbers over all learners (metrics); identity for one learner."""
+        return list(values)
+
+    def barrier(self) -> None:
+        """Wait for every learner (used only outside the epoch's inner loop)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Whatever the strategy needs for an exact resume."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+
+    def close(self) -> None:
+        """Stop background threads and leave process groups."""
+
+    def describe(self) -> dict[str, Any]:
+        """The plan, for ``--dry-run`` and the log."""
+        return {"strategy": self.name, "world_size": self.world_size}
