@@ -41,6 +41,15 @@ def _stamp() -> str:
     return dt.datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
+def _unique(path: Path) -> Path:
+    """``path``, or ``path`` with ``.1``, ``.2``… before the suffix if it exists already."""
+    candidate, n = path, 0
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}.{n}{path.suffix}")
+    return candidate
+
+
 @contextlib.contextmanager
 def command_run(name: str, out: str | os.PathLike[str], params: dict[str, Any] | None = None,
                 extra_fingerprint: dict[str, Any] | None = None,
@@ -55,7 +64,7 @@ def command_run(name: str, out: str | os.PathLike[str], params: dict[str, Any] |
     out_path = Path(out)
     logdir = Path(log_dir) if log_dir is not None else out_path / "log"
     logdir.mkdir(parents=True, exist_ok=True)
-    log_path = logdir / f"{name.replace(' ', '-')}.{_stamp()}.{os.getpid()}.log"
+    log_path = _unique(logdir / f"{name.replace(' ', '-')}.{_stamp()}.{os.getpid()}.log")
     handler = logging.FileHandler(log_path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     handler.setLevel(logging.DEBUG)
