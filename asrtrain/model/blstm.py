@@ -1,0 +1,121 @@
+"""The paper's acoustic model: a deep bidirectional LSTM over fused features.
+
+Input 260 (FMLLR 40 + i-vector 100 + logmel 40 with deltas), six bidirectional
+LSTM layers of 512 cells per direction, a linear projection to 256 and an output
+layer over the context-dependent HMM states (32,000 for Switchboard): about 43M
+parameters. Every size is a field of :class:`ModelConfig`, so tests use tiny
+models. The input normalisation (the archive's mean and standard deviation)
+lives in buffers inside the model, so a saved model needs nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import torch
+from torch import nn
+
+from asrtrain.core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes of the BLSTM acoustic model (defaults: the paper's)."""
+
+    input_dim: int = 260
+    hidden: int = 512
+    layers: int = 6
+    proj: int = 256
+    num_pdfs: int = 32000
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("input_dim", "hidden", "layers", "num_pdfs"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"model {name} must be at least 1, got {getattr(self, name)}")
+        if self.proj < 0:
+            raise ConfigError(f"model proj must be 0 (none) or positive, got {self.proj}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"model dropout must be in [0, 1), got {self.dropout}")
+
+    @property
+    def output_input_dim(self) -> int:
+        """Width feeding the output layer: the projection, or both LSTM directions."""
+        return self.proj if self.proj else 2 * self.hidden
+
+    def num_parameters(self) -> int:
+        """Trainable parameters, counted from the sizes (PyTorch's LSTM has two bias vectors)."""
+        h = self.hidden
+        total = 0
+        for layer in range(self.layers):
+            inp = self.input_dim if layer == 0 else 2 * h
+            total += 2 * (4 * h * (inp + h) + 8 * h)
+        if self.proj:
+            total += 2 * h * self.proj + self.proj
+        total += self.output_input_dim * self.num_pdfs + self.num_pdfs
+        return total
+
+    def macs_per_frame(self) -> int:
+        """Multiply-accumulates of one forward pass per frame (the weight matrices only)."""
+        h = self.hidden
+        macs = 0
+        for layer in range(self.layers):
+            inp = self.input_dim if layer == 0 else 2 * h
+            macs += 2 * 4 * h * (inp + h)
+        if self.proj:
+            macs += 2 * h * self.proj
+        macs += self.output_input_dim * self.num_pdfs
+        return macs
+
+    def train_flops_per_frame(self) -> float:
+        """FLOPs of forward + backward per frame: 2 per MAC, backward twice the forward."""
+        return 3.0 * 2.0 * self.macs_per_frame()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        """Build from a mapping; unknown keys are an error naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown model option(s): {', '.join(unknown)}")
+        return cls(**data)
+
+
+class BLSTM(nn.Module):
+    """Normalise → stacked BiLSTM → linear projection → logits over pdfs, per frame."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.register_buffer("feat_mean", torch.zeros(config.input_dim))
+        self.register_buffer("feat_std", torch.ones(config.input_dim))
+        self.lstm = nn.LSTM(config.input_dim, config.hidden, num_layers=config.layers,
+                            batch_first=True, bidirectional=True,
+                            dropout=config.dropout if config.layers > 1 else 0.0)
+        self.proj = nn.Linear(2 * config.hidden, config.proj) if config.proj else None
+        self.output = nn.Linear(config.output_input_dim, config.num_pdfs)
+
+    def set_normalization(self, mean: Any, var: Any, floor: float = 1e-8) -> None:
+        """Store the input statistics (e.g. the archive's ``mean``/``var``) in the model."""
+        mean_t = torch.as_tensor(mean, dtype=torch.float32).reshape(-1)
+        var_t = torch.as_tensor(var, dtype=torch.float32).reshape(-1)
+        if mean_t.numel() != self.config.input_dim or var_t.numel() != self.config.input_dim:
+            raise ConfigError(f"normalisation has dim {mean_t.numel()}/{var_t.numel()}, "
+                              f"the model's input is {self.config.input_dim}")
+        with torch.no_grad():
+            self.feat_mean.copy_(mean_t)
+            self.feat_std.copy_(var_t.clamp_min(floor).sqrt())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` [B, T, input_dim] → logits [B, T, num_pdfs]."""
+        if x.dim() != 3 or x.shape[-1] != self.config.input_dim:
+            raise ValueError(f"expected input [B, T, {self.config.input_dim}], got {tuple(x.shape)}")
+        h = (x - self.feat_mean) / self.feat_std
+        h, _ = self.lstm(h)
+        if self.proj is not None:
+            h = self.proj(h)
+        return self.output(h)

@@ -1,0 +1,126 @@
+"""Everything one training run needs, as one dataclass that crosses process boundaries.
+
+Batch sizes count 21-frame chunks, as in the paper (batch 256 = 256 chunks).
+``batch`` is the **effective** batch: the chunks consumed by one optimizer step
+summed over all learners. It sets the learning rate (linear scaling from
+``base_batch``). Each learner's loader batch is ``batch // world_size``
+(:meth:`TrainConfig.per_learner_batch`; it must divide evenly), the same rule for
+SSGD (the super-learner's allreduced step covers ``batch`` chunks) and for
+ADPSGD/H-ADPSGD (the learners' batches add up to ``batch``, as in the papers'
+"batch 12288 on 64 learners"). One learner: its batch is ``batch``.
+
+Epochs are numbered from 1; ``checkpoints/epoch-N`` holds the state after N
+complete epochs. The loop that runs a config is
+``asrtrain.train.trainer.train(cfg, strategy=None) -> TrainResult``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from asrtrain.core.errors import ConfigError
+from asrtrain.model.blstm import ModelConfig
+
+WARMUP_GRANULARITIES = ("epoch", "step")
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A training run: data, experiment dir, schedule, optimizer, model, bookkeeping.
+
+    ``model.input_dim`` and ``model.num_pdfs`` are overwritten by the archive's
+    ``feat_dim`` and ``num_pdfs`` when training starts (:meth:`with_archive_dims`),
+    so a config file only needs the hidden sizes.
+    """
+
+    archive: Path
+    exp: Path
+    valid: Path | None = None
+    epochs: int = 16
+    batch: int = 256                 # effective batch in chunks per optimizer step (all learners)
+    lr: float = 0.1                  # base learning rate at base_batch
+    base_batch: int = 256
+    warmup_epochs: int = 10          # base → peak linearly over these epochs (1 or 0: no warm-up)
+    warmup_granularity: str = "epoch"  # "epoch": constant within an epoch; "step": interpolated
+    anneal: float = 1.0 / math.sqrt(2.0)  # factor per epoch after the warm-up
+    momentum: float = 0.9
+    nesterov: bool = False
+    weight_decay: float = 0.0
+    clip: float = 5.0                # max global gradient norm; 0 disables clipping
+    seed: int = 0
+    model: ModelConfig = field(default_factory=ModelConfig)
+    log_every: int = 50              # a metrics.jsonl row every this many steps
+    resume: bool = True              # continue from the last complete checkpoint when one exists
+    block_chunks: int | None = None  # loader block size (None: the loader's default)
+    prefetch: int | None = None      # loader prefetch depth (None: the loader's default)
+    precision: str = "auto"          # "auto": bf16 autocast on GPU, fp32 on CPU
+    num_threads: int | None = None   # torch intra-op threads (None: leave torch's setting)
+    valid_batch: int = 256           # chunks per held-out batch
+    max_steps_per_epoch: int | None = None  # cut epochs short (smoke tests, benchmarks)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "archive", Path(self.archive))
+        object.__setattr__(self, "exp", Path(self.exp))
+        if self.valid is not None:
+            object.__setattr__(self, "valid", Path(self.valid))
+        if isinstance(self.model, dict):
+            object.__setattr__(self, "model", ModelConfig.from_dict(self.model))
+        checks = [
+            (self.epochs >= 1, f"epochs must be at least 1, got {self.epochs}"),
+            (self.batch >= 1, f"batch must be at least 1, got {self.batch}"),
+            (self.base_batch >= 1, f"base batch must be at least 1, got {self.base_batch}"),
+            (self.lr > 0, f"learning rate must be positive, got {self.lr}"),
+            (self.warmup_epochs >= 0, f"warm-up epochs must be >= 0, got {self.warmup_epochs}"),
+            (self.warmup_granularity in WARMUP_GRANULARITIES,
+             f"warm-up granularity must be one of {', '.join(WARMUP_GRANULARITIES)}"),
+            (0 < self.anneal <= 1, f"anneal factor must be in (0, 1], got {self.anneal}"),
+            (0 <= self.momentum < 1, f"momentum must be in [0, 1), got {self.momentum}"),
+            (not self.nesterov or self.momentum > 0, "Nesterov needs a positive momentum"),
+            (self.clip >= 0, f"clip must be >= 0, got {self.clip}"),
+            (self.log_every >= 1, f"log_every must be at least 1, got {self.log_every}"),
+            (self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}"),
+            (self.valid_batch >= 1, f"valid batch must be at least 1, got {self.valid_batch}"),
+            (self.max_steps_per_epoch is None or self.max_steps_per_epoch >= 1,
+             "max_steps_per_epoch must be at least 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+    @property
+    def peak_lr(self) -> float:
+        """The learning rate after warm-up: linear scaling of ``lr`` to the effective batch."""
+        return self.lr * self.batch / self.base_batch
+
+    def per_learner_batch(self, world_size: int) -> int:
+        """Chunks per step on one learner: the effective batch split evenly."""
+        if world_size < 1:
+            raise ConfigError(f"world size must be at least 1, got {world_size}")
+        if self.batch % world_size:
+            raise ConfigError(f"batch {self.batch} does not split evenly over {world_size} learners")
+        return self.batch // world_size
+
+    def with_archive_dims(self, feat_dim: int, num_pdfs: int) -> TrainConfig:
+        """This config with the model's input and output sizes taken from the archive."""
+        return replace(self, model=replace(self.model, input_dim=feat_dim, num_pdfs=num_pdfs))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain YAML/JSON-able values (paths as strings, the model as a mapping)."""
+        out = asdict(self)
+        for key in ("archive", "exp", "valid"):
+            if out[key] is not None:
+                out[key] = str(out[key])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown training option(s): {', '.join(unknown)}")
+        return cls(**data)
