@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The embedded recipe: from nothing to a WER on synthesized multi-speaker speech.
+#
+#   ./run.sh --config conf/demo.conf            # the demo: fits 2 cores, ~15 minutes
+#   ./run.sh --config conf/paper.conf           # the paper's model and recipe (GPUs)
+#   ./run.sh --stage 5 --stop-stage 5           # rerun training only
+#
+# Stages: 0 corpus, 1 features, 2 i-vectors and fMLLR, 3 lang and graph, 4 archives,
+#         5 train, 6 decode, 7 score. A finished stage is skipped (and says so);
+#         --force true reruns what the stage range covers.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+help_message="Usage: $0 [--config conf/demo.conf] [--stage N] [--stop-stage N] [--option value ...]"
+
+# --- defaults (conf/*.conf override them; so does --name value) ---
+stage=0
+stop_stage=7
+force=false
+data=data
+exp=exp
+seed=0
+# corpus
+hours=1.0
+speakers=24
+dev_speakers=3
+test_speakers=3
+noise_snr=15:40
+synth_nj=2
+# features and adaptation
+feat_nj=2
+ubm_components=64
+ivector_dim=100
+ivector_period=10
+ivector_iters=4
+fmllr_gmm_components=64
+# lang
+lm_order=4
+num_pdfs=500
+# model and training
+hidden=512
+layers=6
+proj=256
+epochs=16
+batch=256
+lr=0.1
+warmup_epochs=10
+strategy=h-adpsgd
+nproc=4
+group_size=2
+topology=ring
+# decoding
+acwt=0.1
+lmwt=8:15
+beam=13
+max_active=7000
+decode_nj=2
+
+. ../utils/parse_options.sh
+. ./path.sh
+. ./cmd.sh
+. ../utils/stage.sh
+
+corpus=$data/corpus
+lang=$data/lang
+archives=$data/archives
+model=$exp/blstm_${strategy}
+
+if want_stage 0; then
+  echo "=== stage 0: synthesize the corpus ($hours h, $speakers speakers)"
+  if [ -d "$corpus" ] && [ "$force" != true ]; then
+    echo "[$(date +%T)] corpus: already complete ($corpus), skipping"
+  else
+    asrtrain prepare synth "$corpus" --hours "$hours" --speakers "$speakers" --seed "$seed" \
+      --dev-speakers "$dev_speakers" --test-speakers "$test_speakers" --noise-snr "$noise_snr" \
+      --nj "$synth_nj"
+  fi
+fi
+
+if want_stage 1; then
+  echo "=== stage 1: features (logmel + deltas for the network, MFCC for adaptation)"
+  for split in train dev test; do
+    done_or_run "logmel-$split" "$data/logmel/$split" \
+      asrtrain prepare features "$corpus/$split" "$data/logmel/$split" --type logmel --num-bins 40 \
+        --deltas --nj "$feat_nj"
+    done_or_run "mfcc-$split" "$data/mfcc/$split" \
+      asrtrain prepare features "$corpus/$split" "$data/mfcc/$split" --type mfcc --nj "$feat_nj"
+  done
+fi
+
+if want_stage 2; then
+  echo "=== stage 2: i-vectors (100) and fMLLR (40), estimated on train, applied to all"
+  done_or_run ivectors-train "$exp/ivectors/train" \
+    asrtrain prepare ivectors "$data/mfcc/train" "$exp/ivectors/train" --ubm-components "$ubm_components" \
+      --dim "$ivector_dim" --period "$ivector_period" --online --iters "$ivector_iters"
+  done_or_run fmllr-train "$exp/fmllr/train" \
+    asrtrain prepare fmllr "$data/mfcc/train" "$exp/fmllr/train" --ali "$corpus/train/ali.scp" \
+      --gmm-components "$fmllr_gmm_components"
+  for split in dev test; do
+    done_or_run "ivectors-$split" "$exp/ivectors/$split" \
+      asrtrain prepare ivectors "$data/mfcc/$split" "$exp/ivectors/$split" \
+        --extractor "$exp/ivectors/train/extractor" --period "$ivector_period" --online
+    done_or_run "fmllr-$split" "$exp/fmllr/$split" \
+      asrtrain prepare fmllr "$data/mfcc/$split" "$exp/fmllr/$split" --model "$exp/fmllr/train"
+  done
+fi
+
+if want_stage 3; then
+  echo "=== stage 3: lang (lexicon, ${lm_order}-gram LM, tree of ~$num_pdfs pdfs, HCLG)"
+  done_or_run lang "$lang" \
+    asrtrain prepare lang "$corpus/dict" "$corpus/lm_text" "$corpus" "$lang" \
+      --order "$lm_order" --num-pdfs "$num_pdfs"
+fi
+
+if want_stage 4; then
+  echo "=== stage 4: HDF5 archives of the fused 260-dim input"
+  for split in train dev test; do
+    done_or_run "archive-$split" "$archives" \
+      asrtrain prepare archive "$archives/$split.h5" \
+        --stream fmllr="$exp/fmllr/$split/feats.scp" \
+        --stream ivector="$exp/ivectors/$split/ivectors.scp" --ivector-period "$ivector_period" \
+        --stream logmel="$data/logmel/$split/feats.scp" \
+        --cmvn logmel="$data/logmel/$split/cmvn.scp" --utt2spk "$corpus/$split/utt2spk" \
+        --ali "$lang/pdf_ali/$split.scp" --num-pdfs "$(cat "$lang/num_pdfs")"
+  done
+fi
+
+if want_stage 5; then
+  echo "=== stage 5: train the BLSTM with $strategy on $nproc learners (groups of $group_size)"
+  done_or_run train "$model" \
+    $train_cmd --nproc "$nproc" "$model/log/run.log" \
+      asrtrain train "$archives/train.h5" "$model" --valid "$archives/dev.h5" \
+        --hidden "$hidden" --layers "$layers" --proj "$proj" --epochs "$epochs" --batch "$batch" \
+        --lr "$lr" --warmup-epochs "$warmup_epochs" --seed "$seed" \
+        --strategy "$strategy" --nproc "$nproc" --group-size "$group_size" --topology "$topology"
+fi
+
+if want_stage 6; then
+  echo "=== stage 6: decode the test speakers with HCLG"
+  done_or_run decode-test "$model/decode_test" \
+    $decode_cmd "$model/decode_test/log/run.log" \
+      asrtrain decode "$model/final.pt" "$lang/graph" "$archives/test.h5" "$model/decode_test" \
+        --text "$corpus/test/text" --nj "$decode_nj" --acwt "$acwt" --lmwt "$lmwt" \
+        --beam "$beam" --max-active "$max_active"
+fi
+
+if want_stage 7; then
+  echo "=== stage 7: score"
+  asrtrain score --sweep "$model/decode_test"
+  echo
+  echo "Test-speaker WER (best LM weight), $strategy, $nproc learners:"
+  cat "$model/decode_test/best_wer"
+fi
