@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Switchboard-300/2000 with an existing Kaldi setup (egs/swbd/s5c): the paper's experiment.
+#
+# asrtrain enters at the archive stage with what Kaldi already made:
+#   - fMLLR features (steps/nnet/make_fmllr_feats.sh), 40 dims      -> *_fmllr_scp
+#   - online i-vectors (steps/online/nnet2/extract_ivectors_online.sh), 100 dims, every 10 frames
+#                                                                   -> *_ivector_scp
+#   - log-mel filterbanks, 40 dims (steps/make_fbank.sh) with their cmvn.scp -> *_fbank_dir
+#   - pdf alignments: ali-to-pdf exp/tri4_ali_nodup/final.mdl "ark:gunzip -c exp/tri4_ali_nodup/ali.*.gz|" \
+#       ark,scp:pdf_ali.ark,pdf_ali.scp                         -> *_pdf_ali_scp
+#   - a decoding graph whose input labels are pdf+1 (asrtrain prepare lang), or Kaldi's own
+#     HCLG (utils/mkgraph.sh) with transition-id input labels plus the map from
+#     `show-transitions phones.txt final.mdl` (stage 3 makes it when $kaldi_mdl is set);
+#   - the eval2000 STM and GLM (data/eval2000/stm, data/eval2000/glm).
+#
+#   ./run.sh --config conf/swbd300.conf            # stages 3..7
+#
+# Stages: 3 graph map, 4 archives, 5 train, 6 decode, 7 score (numbered as in recipes/synth).
+set -euo pipefail
+cd "$(dirname "$0")"
+help_message="Usage: $0 --config conf/swbd300.conf [--stage N] [--stop-stage N] [--option value ...]"
+
+stage=3
+stop_stage=7
+force=false
+data=data
+exp=exp
+seed=0
+# the Kaldi side
+train_fmllr_scp=
+train_ivector_scp=
+train_fbank_dir=
+train_pdf_ali_scp=
+dev_fmllr_scp=
+dev_ivector_scp=
+dev_fbank_dir=
+dev_pdf_ali_scp=
+eval_fmllr_scp=
+eval_ivector_scp=
+eval_fbank_dir=
+eval_text=
+eval_stm=
+eval_glm=
+num_pdfs=
+ivector_period=10
+graph_dir=
+kaldi_mdl=
+kaldi_phones=
+# model and training: the paper's
+hidden=512
+layers=6
+proj=256
+epochs=16
+batch=2560
+lr=0.1
+warmup_epochs=10
+strategy=h-adpsgd
+nproc=8
+group_size=4
+topology=ring
+# decoding
+acwt=0.1
+lmwt=8:15
+beam=13
+max_active=7000
+decode_nj=16
+
+. ../utils/parse_options.sh
+. ./path.sh
+. ./cmd.sh
+. ../utils/stage.sh
+
+for v in train_fmllr_scp train_ivector_scp train_fbank_dir train_pdf_ali_scp dev_fmllr_scp \
+         dev_ivector_scp dev_fbank_dir dev_pdf_ali_scp eval_fmllr_scp eval_ivector_scp \
+         eval_fbank_dir num_pdfs graph_dir; do
+  [ -n "${!v}" ] || { echo "$0: --${v//_/-} is required (see the header of this script)" >&2; exit 2; }
+done
+
+archives=$data/archives
+model=$exp/blstm_${strategy}
+tid_map_opt=()
+
+if want_stage 3 && [ -n "$kaldi_mdl" ]; then
+  echo "=== stage 3: transition-id -> pdf map of the Kaldi graph ($kaldi_mdl)"
+  command -v show-transitions >/dev/null || { echo "$0: show-transitions (Kaldi) not on PATH" >&2; exit 1; }
+  mkdir -p "$data/graph_map"
+  show-transitions "$kaldi_phones" "$kaldi_mdl" | awk '
+    /^Transition-state/ { for (i = 1; i <= NF; i++) if ($i == "pdf") pdf = $(i + 2) }
+    /Transition-id =/   { print $3, pdf }' > "$data/graph_map/tid2pdf.tmp"
+  mv "$data/graph_map/tid2pdf.tmp" "$data/graph_map/tid2pdf"
+fi
+[ -f "$data/graph_map/tid2pdf" ] && tid_map_opt=(--tid2pdf "$data/graph_map/tid2pdf")
+
+archive() {  # archive NAME FMLLR IVECTOR FBANK_DIR [PDF_ALI]
+  local name=$1 fmllr=$2 ivec=$3 fbank=$4 ali=${5:-}
+  local ali_opts=()
+  [ -n "$ali" ] && ali_opts=(--ali "$ali" --num-pdfs "$num_pdfs")
+  done_or_run "archive-$name" "$archives" \
+    asrtrain prepare archive "$archives/$name.h5" \
+      --stream fmllr="$fmllr" --stream ivector="$ivec" --ivector-period "$ivector_period" \
+      --stream logmel="$fbank/feats.scp" --deltas logmel \
+      --cmvn logmel="$fbank/cmvn.scp" --utt2spk "$fbank/utt2spk" "${ali_opts[@]}"
+}
+
+if want_stage 4; then
+  echo "=== stage 4: archives (fmllr 40 + ivector 100 + logmel+deltas 120 = 260)"
+  archive train "$train_fmllr_scp" "$train_ivector_scp" "$train_fbank_dir" "$train_pdf_ali_scp"
+  archive dev "$dev_fmllr_scp" "$dev_ivector_scp" "$dev_fbank_dir" "$dev_pdf_ali_scp"
+  archive eval "$eval_fmllr_scp" "$eval_ivector_scp" "$eval_fbank_dir"
+fi
+
+if want_stage 5; then
+  echo "=== stage 5: train with $strategy on $nproc learners (groups of $group_size)"
+  done_or_run train "$model" \
+    $train_cmd --nproc "$nproc" "$model/log/run.log" \
+      asrtrain train "$archives/train.h5" "$model" --valid "$archives/dev.h5" \
+        --hidden "$hidden" --layers "$layers" --proj "$proj" --epochs "$epochs" --batch "$batch" \
+        --lr "$lr" --warmup-epochs "$warmup_epochs" --seed "$seed" \
+        --strategy "$strategy" --nproc "$nproc" --group-size "$group_size" --topology "$topology"
+fi
+
+if want_stage 6; then
+  echo "=== stage 6: decode eval2000"
+  text_opt=()
+  [ -n "$eval_text" ] && text_opt=(--text "$eval_text")
+  done_or_run decode-eval "$model/decode_eval" \
+    $decode_cmd "$model/decode_eval/log/run.log" \
+      asrtrain decode "$model/final.pt" "$graph_dir" "$archives/eval.h5" "$model/decode_eval" \
+        "${text_opt[@]}" "${tid_map_opt[@]}" --nj "$decode_nj" --acwt "$acwt" --lmwt "$lmwt" \
+        --beam "$beam" --max-active "$max_active"
+fi
+
+if want_stage 7; then
+  echo "=== stage 7: score (Hub5'00: sw_* = Switchboard, en_* = CallHome)"
+  ref_opts=()
+  [ -n "$eval_stm" ] && ref_opts+=(--ref "$eval_stm")
+  [ -n "$eval_glm" ] && ref_opts+=(--glm "$eval_glm")
+  asrtrain score --sweep "$model/decode_eval" "${ref_opts[@]}" \
+    --subset swbd='sw_*' --subset callhome='en_*'
+  cat "$model/decode_eval/best_wer"
+fi
