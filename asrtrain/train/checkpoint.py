@@ -1,0 +1,125 @@
+"""Checkpoints: ``EXP/checkpoints/epoch-N/`` holds the exact state after N epochs.
+
+A checkpoint directory is written under a temporary name and renamed when all
+its files are complete (:func:`asrtrain.core.atomic.atomic_path`), so a run
+killed while writing leaves only a hidden temporary that resume ignores and
+removes. It holds the model, the optimizer (momentum buffers), the RNG states
+of torch, numpy and random, the strategy's state, the step and epoch (the
+loader's position: the loader reshuffles from the seed and the epoch number, so
+the next epoch's batches follow from these alone) and the training config.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from asrtrain.core.atomic import atomic_path, is_temporary
+from asrtrain.core.errors import InputError
+
+log = logging.getLogger("asrtrain.train.checkpoint")
+
+FILES = ("model.pt", "optimizer.pt", "trainer.pt")
+_NAME = re.compile(r"^epoch-(\d+)$")
+# Test hook: seconds to sleep between writing model.pt and optimizer.pt, so a
+# test can SIGKILL the process while a checkpoint is half written.
+SLEEP_ENV = "ASRTRAIN_TEST_CHECKPOINT_SLEEP"
+
+
+def checkpoint_dir(exp: Path) -> Path:
+    return Path(exp) / "checkpoints"
+
+
+def rng_state() -> dict[str, Any]:
+    """Every random generator the loop touches."""
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(exp: Path, epoch: int, model: torch.nn.Module,
+                    optimizer: torch.optim.Optimizer, trainer_state: dict[str, Any]) -> Path:
+    """Write ``checkpoints/epoch-<epoch>/`` atomically and return its path."""
+    final = checkpoint_dir(exp) / f"epoch-{epoch}"
+    with atomic_path(final) as tmp:
+        tmp.mkdir(parents=True)
+        torch.save(model.state_dict(), tmp / "model.pt")
+        pause = float(os.environ.get(SLEEP_ENV, "0") or 0)
+        if pause > 0:
+            time.sleep(pause)
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save({**trainer_state, "epoch": epoch, "rng": rng_state()}, tmp / "trainer.pt")
+    log.info("checkpoint %s written", final)
+    return final
+
+
+def clean_temporaries(exp: Path) -> int:
+    """Remove half-written checkpoints left by a killed run; return how many."""
+    root = checkpoint_dir(exp)
+    if not root.is_dir():
+        return 0
+    removed = 0
+    for entry in root.iterdir():
+        if is_temporary(entry):
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
+            removed += 1
+    if removed:
+        log.warning("removed %d incomplete checkpoint(s) left in %s", removed, root)
+    return removed
+
+
+def list_checkpoints(exp: Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints as (epoch, path), oldest first."""
+    root = checkpoint_dir(exp)
+    if not root.is_dir():
+        return []
+    found = []
+    for entry in root.iterdir():
+        match = _NAME.match(entry.name)
+        if match and entry.is_dir() and all((entry / f).is_file() for f in FILES):
+            found.append((int(match.group(1)), entry))
+    return sorted(found)
+
+
+def last_checkpoint(exp: Path) -> Path | None:
+    """The checkpoint of the latest complete epoch, or None."""
+    found = list_checkpoints(exp)
+    return found[-1][1] if found else None
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """``{"model": state_dict, "optimizer": state_dict, "trainer": dict}`` of a checkpoint."""
+    path = Path(path)
+    out: dict[str, Any] = {}
+    for name in FILES:
+        try:
+            # trainer.pt holds numpy/python RNG states: not a weights-only file.
+            out[name[:-3]] = torch.load(path / name, map_location=map_location,
+                                        weights_only=(name != "trainer.pt"))
+        except FileNotFoundError:
+            raise InputError(f"checkpoint is missing {name}", path) from None
+        except Exception as exc:  # a corrupt pickle: name the file, not a traceback
+            raise InputError(f"cannot read checkpoint file {name}: {exc}", path) from None
+    return out
