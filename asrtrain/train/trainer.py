@@ -185,7 +185,7 @@ class Trainer:
         with _autocast(self.device, self.dtype):
             logits = net(x)
         loss_sum, frames, correct = frame_loss(logits, y, self.ignore_index)
-        value = float(loss_sum)
+        value = float(loss_sum.detach())
         self.step += 1
         if not math.isfinite(value):
             raise self._diverged("the training loss", value, epoch)
