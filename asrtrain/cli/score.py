@@ -1,0 +1,104 @@
+"""``asrtrain score``: sclite-compatible WER reports, and the LM-weight sweep of a decode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from asrtrain.cli.options import config_option, resolved_params
+
+
+@click.command()
+@config_option
+@click.argument("ref", required=False, type=click.Path(exists=True, dir_okay=False,
+                                                       path_type=Path))
+@click.argument("hyp", required=False, type=click.Path(exists=True, dir_okay=False,
+                                                       path_type=Path))
+@click.argument("out", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--sweep", "sweep_dir", type=click.Path(exists=True, file_okay=False,
+                                                      path_type=Path),
+              help="Score DECODE_DIR/hyp/<lmwt>.txt against DECODE_DIR/ref.txt; write "
+                   "wer_<lmwt> and best_wer there (REF HYP OUT are then not given).")
+@click.option("--ref", "ref_override", type=click.Path(exists=True, dir_okay=False,
+                                                       path_type=Path),
+              help="With --sweep: the reference to use instead of DECODE_DIR/ref.txt.")
+@click.option("--glm", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="GLM mapping rules in sclite's format (hesitations, contractions, "
+                   "alternations), applied to both sides.")
+@click.option("--subset", "subsets", multiple=True, metavar="NAME=PATTERN",
+              help="Also report utterances whose id (or STM file) matches the glob, e.g. "
+                   "swbd='sw_*' callhome='en_*'. Repeatable.")
+@click.option("--fragments", type=click.Choice(["correct", "error"]), default="error",
+              show_default=True,
+              help="'correct': a fragment AB- matches any word starting AB (sclite -F, "
+                   "as Hub5 scoring uses).")
+@click.option("--optional-deletable/--no-optional-deletable", default=True,
+              show_default=True,
+              help="Reference words in parentheses, (UH), may be deleted at no cost "
+                   "(sclite -D).")
+@click.option("--filter-regex", default=r"^(\[[^\]]*\]|<[^>]*>)$", show_default=True,
+              help="Tokens removed from both sides before scoring (counted); '' keeps all.")
+@click.option("--split-hyphens", is_flag=True,
+              help="Split hyphenated words A-B into A B (csrfilt -dh), fragments kept.")
+@click.option("--extra-hyp", type=click.Choice(["error", "ignore"]), default="error",
+              show_default=True,
+              help="A hypothesis for an utterance the reference lacks: an error, or "
+                   "left out and counted.")
+@click.option("--ref-format", type=click.Choice(["auto", "text", "stm"]), default="auto",
+              show_default=True)
+@click.option("--hyp-format", type=click.Choice(["auto", "text", "ctm"]), default="auto",
+              show_default=True)
+@click.option("--utt2spk", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Speakers of a text reference (default: utt2spk beside REF, else the "
+                   "utterance id up to its last '_' or '-').")
+@click.option("--bootstrap", type=int, default=1000, show_default=True,
+              help="Bootstrap resamplings for the 95% confidence interval (0: none).")
+@click.option("--bootstrap-unit", type=click.Choice(["utterance", "speaker"]),
+              default="utterance", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.pass_context
+def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | None,
+          sweep_dir: Path | None, ref_override: Path | None, glm: Path | None,
+          subsets: tuple[str, ...], fragments: str, optional_deletable: bool,
+          filter_regex: str, split_hyphens: bool, extra_hyp: str, ref_format: str,
+          hyp_format: str, utt2spk: Path | None, bootstrap: int, bootstrap_unit: str,
+          seed: int, config: str | None) -> None:
+    """Word error rate of HYP (Kaldi text or CTM) against REF (Kaldi text or STM).
+
+    Alignment and counts agree with NIST sclite (sub 4, ins/del 3); OUT gets
+    summary.txt (per speaker, per subset, bootstrap interval), alignments.pra,
+    confusions.txt, wer (Kaldi's compute-wer lines, Levenshtein) and wer.json.
+    A reference utterance without hypothesis is scored as all deletions and counted.
+
+    asrtrain score --sweep DECODE_DIR scores every LM weight of a decode.
+    """
+    from asrtrain.core.runlog import command_run
+    from asrtrain.score.sweep import ScoreOptions, parse_subsets, score_files, sweep
+
+    if sweep_dir is not None:
+        if ref or hyp or out:
+            raise click.UsageError("--sweep DECODE_DIR takes no REF HYP OUT arguments")
+    elif not (ref and hyp and out):
+        raise click.UsageError("give REF HYP OUT, or --sweep DECODE_DIR")
+    elif ref_override is not None:
+        raise click.UsageError("--ref goes with --sweep; give the reference as REF")
+    opts = ScoreOptions(glm=glm, fragments=fragments, optional_deletable=optional_deletable,
+                        filter_regex=filter_regex or None, split_hyphens=split_hyphens,
+                        extra_hyp=extra_hyp, ref_format=ref_format, hyp_format=hyp_format,
+                        utt2spk=utt2spk, subsets=parse_subsets(subsets), bootstrap=bootstrap,
+                        bootstrap_unit=bootstrap_unit, seed=seed)
+    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in
+              resolved_params(ctx).items()}
+    if sweep_dir is not None:
+        with command_run("score", sweep_dir / "score", params):
+            summary = sweep(sweep_dir, opts, ref_override)
+        click.echo((sweep_dir / "best_wer").read_text(encoding="utf-8").rstrip())
+        del summary
+    else:
+        assert ref is not None and hyp is not None and out is not None
+        with command_run("score", out, params):
+            data = score_files(ref, hyp, out, opts)
+        click.echo(data["kaldi_line"])
+        click.echo(f"sclite-style: %WER {data['total']['wer']} "
+                   f"({data['total']['errors']} / {data['total']['words']})")

@@ -1,0 +1,118 @@
+"""Scoring end to end: one REF/HYP pair, or every LM weight of a decode directory.
+
+``sweep`` reads ``DECODE_DIR/ref.txt`` (or ``--ref``) and ``DECODE_DIR/hyp/<lmwt>.txt``
+(contract 7), writes Kaldi's ``DECODE_DIR/wer_<lmwt>`` for each (``compute-wer``
+lines) and ``DECODE_DIR/best_wer`` (the lowest ``%WER`` line followed by its file, as
+``utils/best_wer.sh`` prints it), and the full reports of each weight in
+``DECODE_DIR/score/<lmwt>/`` plus ``DECODE_DIR/score/sweep.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from asrtrain.core.atomic import write_text
+from asrtrain.core.errors import InputError
+from asrtrain.score.normalize import DEFAULT_FILTER, Normalizer, load_glm
+from asrtrain.score.report import kaldi_lines, write_reports
+from asrtrain.score.scorer import load_inputs, score_inputs
+
+log = logging.getLogger("asrtrain.score")
+
+
+@dataclass
+class ScoreOptions:
+    """Everything that changes the numbers, in one place (logged into wer.json)."""
+
+    glm: Path | None = None
+    fragments: str = "error"
+    optional_deletable: bool = True
+    filter_regex: str | None = DEFAULT_FILTER
+    split_hyphens: bool = False
+    extra_hyp: str = "error"
+    ref_format: str = "auto"
+    hyp_format: str = "auto"
+    utt2spk: Path | None = None
+    subsets: Sequence[tuple[str, str]] = ()
+    bootstrap: int = 1000
+    bootstrap_unit: str = "utterance"
+    seed: int = 0
+
+    def normalizer(self) -> Normalizer:
+        glm = load_glm(self.glm) if self.glm is not None else None
+        return Normalizer(glm, self.fragments, self.optional_deletable, self.filter_regex,
+                          self.split_hyphens)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in self.__dict__.items()
+                if k != "subsets"} | {"subsets": [list(s) for s in self.subsets]}
+
+
+def parse_subsets(specs: Sequence[str]) -> list[tuple[str, str]]:
+    """``NAME=GLOB`` pairs (``swbd=sw_*``)."""
+    out = []
+    for spec in specs:
+        name, sep, pat = spec.partition("=")
+        if not sep or not name or not pat:
+            raise InputError(f"--subset {spec!r}: expected NAME=PATTERN, e.g. swbd='sw_*'")
+        out.append((name, pat))
+    return out
+
+
+def score_files(ref: Path, hyp: Path, out: Path, opts: ScoreOptions) -> dict[str, Any]:
+    """Score HYP against REF and write the reports into OUT; returns wer.json's content."""
+    inputs = load_inputs(ref, hyp, opts.ref_format, opts.hyp_format, opts.utt2spk)
+    res = score_inputs(inputs, opts.normalizer(), opts.extra_hyp, hyp)
+    data = write_reports(res, out, opts.subsets, opts.bootstrap, opts.bootstrap_unit,
+                         opts.seed, options={"ref": str(ref), "hyp": str(hyp),
+                                             **opts.as_dict()})
+    log.info("%s: %s", hyp, data["kaldi_line"])
+    return data
+
+
+def _weight_key(stem: str) -> tuple[float, str]:
+    m = re.match(r"^[-+]?\d+(\.\d+)?", stem)
+    return (float(m.group(0)) if m else float("inf"), stem)
+
+
+def sweep(decode_dir: Path, opts: ScoreOptions, ref: Path | None = None) -> dict[str, Any]:
+    """Score every ``hyp/<lmwt>.txt`` of a decode directory; pick the best weight."""
+    ref = ref if ref is not None else decode_dir / "ref.txt"
+    if not ref.is_file():
+        raise InputError("no reference: decode was run without --text; pass --ref FILE",
+                         ref)
+    hyp_dir = decode_dir / "hyp"
+    hyps = sorted(hyp_dir.glob("*.txt"), key=lambda p: _weight_key(p.stem)) \
+        if hyp_dir.is_dir() else []
+    if not hyps:
+        raise InputError("no hypotheses (expected hyp/<lmwt>.txt)", hyp_dir)
+    results: dict[str, Any] = {}
+    best: tuple[float, str] | None = None
+    for hyp in hyps:
+        lmwt = hyp.stem
+        data = score_files(ref, hyp, decode_dir / "score" / lmwt, opts)
+        k = data["kaldi"]
+        results[lmwt] = {"kaldi_wer": k["wer"], "sclite_wer": data["wer"],
+                         "kaldi_line": data["kaldi_line"]}
+        write_text(decode_dir / f"wer_{lmwt}", (decode_dir / "score" / lmwt / "wer")
+                   .read_text(encoding="utf-8"))
+        wer = k["wer"] if k["wer"] is not None else float("inf")
+        if best is None or wer < best[0]:
+            best = (wer, lmwt)
+    assert best is not None
+    line = results[best[1]]["kaldi_line"]
+    write_text(decode_dir / "best_wer", f"{line} {decode_dir / f'wer_{best[1]}'}\n")
+    summary = {"best": best[1], "best_wer": results[best[1]]["kaldi_wer"],
+               "ref": str(ref), "weights": results}
+    write_text(decode_dir / "score" / "sweep.json", json.dumps(summary, indent=1) + "\n")
+    log.info("best: %s", line)
+    return summary
+
+
+__all__ = ["ScoreOptions", "kaldi_lines", "parse_subsets", "score_files", "sweep"]
