@@ -30,9 +30,18 @@ log = logging.getLogger("asrtrain.train.checkpoint")
 
 FILES = ("model.pt", "optimizer.pt", "trainer.pt")
 _NAME = re.compile(r"^epoch-(\d+)$")
-# Test hook: seconds to sleep between writing model.pt and optimizer.pt, so a
-# test can SIGKILL the process while a checkpoint is half written.
+# Test hook: ``SECONDS`` or ``EPOCH:SECONDS`` to sleep between writing model.pt and
+# optimizer.pt (of every checkpoint, or of that epoch's), so a test can SIGKILL the
+# process while a checkpoint is half written.
 SLEEP_ENV = "ASRTRAIN_TEST_CHECKPOINT_SLEEP"
+
+
+def _test_pause(epoch: int) -> float:
+    spec = os.environ.get(SLEEP_ENV, "").strip()
+    if not spec:
+        return 0.0
+    when, _, seconds = spec.rpartition(":")
+    return float(seconds) if not when or int(when) == epoch else 0.0
 
 
 def checkpoint_dir(exp: Path) -> Path:
@@ -66,7 +75,7 @@ def save_checkpoint(exp: Path, epoch: int, model: torch.nn.Module,
     with atomic_path(final) as tmp:
         tmp.mkdir(parents=True)
         torch.save(model.state_dict(), tmp / "model.pt")
-        pause = float(os.environ.get(SLEEP_ENV, "0") or 0)
+        pause = _test_pause(epoch)
         if pause > 0:
             time.sleep(pause)
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")

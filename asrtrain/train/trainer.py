@@ -211,8 +211,10 @@ class Trainer:
         window = [0.0, 0, time.perf_counter()]
         chunks, t0 = 0, time.perf_counter()
         desc = f"epoch {epoch}/{self.cfg.epochs}"
-        with Progress(desc, total=total_steps, enabled=None if self.strategy.is_main else False) as bar:
-            for x, y in self.loader.epoch(epoch, blocks=blocks):
+        batches = self.loader.epoch(epoch, blocks=blocks)
+        with contextlib.closing(batches), Progress(
+                desc, total=total_steps, enabled=None if self.strategy.is_main else False) as bar:
+            for x, y in batches:
                 lr = self.schedule.lr(epoch, chunks * self.strategy.world_size / max(self.archive.num_chunks, 1))
                 self._set_lr(lr)
                 loss_sum, frames, correct = self.train_step(net, x, y, epoch)
