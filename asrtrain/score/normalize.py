@@ -9,9 +9,11 @@ The conventions are sclite's (``csrfilt.sh`` + ``rfilter1`` for the GLM, ``-D`` 
   ``D``, writes ``B`` and skips ``A``; otherwise the character is copied. Strings may be
   bounded by ``[...]`` or quotes to keep spaces. Rules after
   ``;; INPUT_DEPENDENT_APPLICATION = "<regex>"`` apply only when the regex matches the
-  input type: ``stm`` for the reference, ``ctm`` for the hypothesis (whatever the file
-  format, so a Kaldi text reference gets the reference rules). Hesitations become
-  ``%HESITATION``, contractions alternations ``{ I'M / I AM }``.
+  input's type or purpose, as csrfilt's ``-i``/``-t``: ``stm``/``trn`` and ``ref`` for
+  the reference, ``ctm``/``trn`` and ``hyp`` for the hypothesis. As ``csrfilt -i ctm``,
+  rules rewrite CTM words one at a time (a multi-word left side never spans two CTM
+  lines); text and STM lines are rewritten whole. Hesitations become ``%HESITATION``,
+  contractions alternations ``{ I'M / I AM }``.
 * **Case** is folded to upper (sclite's default is case-insensitive).
 * **Noise tokens** (``[noise]``, ``<unk>``: ``--filter-regex``) are removed from both
   sides and counted.
@@ -54,19 +56,22 @@ class Glm:
     case_sensitive: bool = False
     _index: dict[str, list[Rule]] = field(default_factory=dict, repr=False)
 
-    def rules_for(self, input_type: str) -> dict[str, list[Rule]]:
-        """Rules active for ``input_type``, indexed by their first character."""
-        if input_type not in self._index:
+    def rules_for(self, kinds: tuple[str, ...]) -> dict[str, list[Rule]]:
+        """Rules active for an input (its type and purpose, as ``("ctm", "hyp")``): as
+        csrfilt does, a rule set applies when its regex matches either, lower-cased."""
+        key = ",".join(kinds)
+        if key not in self._index:
             table: dict[str, list[Rule]] = {}
             for r in self.rules:
-                if r.applies_to is None or re.search(r.applies_to, input_type):
+                if r.applies_to is None or any(re.search(r.applies_to.lower(), k.lower())
+                                               for k in kinds):
                     table.setdefault(r.lhs[0], []).append(r)
-            self._index[input_type] = table  # type: ignore[assignment]
-        return self._index[input_type]  # type: ignore[return-value]
+            self._index[key] = table  # type: ignore[assignment]
+        return self._index[key]  # type: ignore[return-value]
 
-    def apply(self, text: str, input_type: str) -> str:
+    def apply(self, text: str, kinds: tuple[str, ...]) -> str:
         """Rewrite one transcript (a line of words)."""
-        table = self.rules_for(input_type)
+        table = self.rules_for(kinds)
         src = f" {text} " if self.case_sensitive else f" {text.upper()} "
         out: list[str] = []
         i, n = 0, len(src)
@@ -205,7 +210,8 @@ class Normalizer:
     def __post_init__(self) -> None:
         self._filter = re.compile(self.filter_regex) if self.filter_regex else None
 
-    def tokens(self, words: Sequence[str], input_type: str, tally: bool = True) -> list[str]:
+    def tokens(self, words: Sequence[str], kinds: tuple[str, ...], tally: bool = True
+               ) -> list[str]:
         """Case-folded, filtered, GLM-mapped tokens (alternation marks as tokens)."""
         kept: list[str] = []
         for w in words:
@@ -215,9 +221,13 @@ class Normalizer:
                     self.filtered[key] = self.filtered.get(key, 0) + 1
             else:
                 kept.append(w)
-        text = " ".join(kept)
-        if self.glm is not None:
-            text = self.glm.apply(text, input_type)
+        if self.glm is not None and kinds[0] == "ctm":
+            # csrfilt -i ctm rewrites each CTM word on its own
+            text = " ".join(self.glm.apply(w, kinds) for w in kept)
+        elif self.glm is not None:
+            text = self.glm.apply(" ".join(kept), kinds)
+        else:
+            text = " ".join(kept)
         text = text.upper()
         if self.split_hyphens:
             text = re.sub(r"([^( ])-(?=[^) ])", r"\1 ", text)
@@ -232,9 +242,9 @@ class Normalizer:
             token.endswith("-") or token.startswith("-") or (opt and token[-2] == "-"))
         return Word(inner, opt_del=opt, frag=frag)
 
-    def network(self, words: Sequence[str], input_type: str, where: str = "") -> Net:
+    def network(self, words: Sequence[str], kinds: tuple[str, ...], where: str = "") -> Net:
         """The word network of a transcript; ``{ a / b c / @ }`` become parallel paths."""
-        toks = self.tokens(words, input_type)
+        toks = self.tokens(words, kinds)
         net = Net()
         frontier = [0]
         i = 0
@@ -258,10 +268,10 @@ class Normalizer:
         net.finals = frontier
         return net
 
-    def flat(self, words: Sequence[str], input_type: str) -> list[str]:
+    def flat(self, words: Sequence[str], kinds: tuple[str, ...]) -> list[str]:
         """Tokens for Kaldi-style scoring: first alternative, nulls and parens dropped."""
         out: list[str] = []
-        toks = self.tokens(words, input_type, tally=False)
+        toks = self.tokens(words, kinds, tally=False)
         i = 0
         while i < len(toks):
             if toks[i] == "{":

@@ -128,15 +128,17 @@ def score_inputs(inputs: Inputs, normalizer: Normalizer, extra_hyp: str = "error
         raise InputError(f"hypothesis for {first!r}{more} which the reference lacks; "
                          "pass --extra-hyp ignore to leave such words out and count them",
                          hyp_path)
+    rkind = ("stm" if inputs.ref_format == "stm" else "trn", "ref")
+    hkind = ("ctm" if inputs.hyp_format == "ctm" else "trn", "hyp")
     utts: list[UttScore] = []
     for u in inputs.refs:
         hyp_words = inputs.hyps.get(u.id)
         missing = hyp_words is None
         hw = hyp_words or []
-        ref_net = normalizer.network(u.words, "stm", u.id)
-        hyp_net = normalizer.network(hw, "ctm", u.id)
+        ref_net = normalizer.network(u.words, rkind, u.id)
+        hyp_net = normalizer.network(hw, hkind, u.id)
         pairs = align(ref_net, hyp_net)
-        kc = kaldi_counts(normalizer.flat(u.words, "stm"), normalizer.flat(hw, "ctm"))
+        kc = kaldi_counts(normalizer.flat(u.words, rkind), normalizer.flat(hw, hkind))
         utts.append(UttScore(u, pairs, count(pairs), kc, missing))
     res = ScoreResult(utts, dict(sorted(normalizer.filtered.items())), inputs.ignored_words,
                       dict(sorted(inputs.extra.items())), inputs.ref_format, inputs.hyp_format)
