@@ -1,0 +1,407 @@
+"""Feature-space MLLR: one affine transform per speaker, y = A x + b (Gales 1998).
+
+Each speaker's W = [A b] (d x d+1) maximises the likelihood of its transformed
+frames under a global diagonal GMM, the Jacobian included (β log|det A|). With
+the GMM's own posteriors γ_tc at the current W (no transcript, so dev and test
+are adapted the same way as training), the auxiliary function is
+
+    Q(W) = β log|det A| − ½ Σ_i (w_i G_i w_iᵀ − 2 w_i k_i) + const,
+    G_i = Σ_tc γ_tc ξ_t ξ_tᵀ / σ²_ci,  k_i = Σ_tc γ_tc μ_ci ξ_t / σ²_ci,  ξ = [x; 1],
+
+and Gales' row-by-row update maximises it exactly in one row at a time:
+w_i = (α p_i + k_i) G_i⁻¹ with p_i the cofactor row of A and α the better root of
+a α² + b α − β = 0 (as Kaldi's ``ComputeFmllrMatrixDiagGmmFull``). Posteriors
+are recomputed after each iteration, so the whole is EM: neither Q within an
+iteration nor the log-likelihood across iterations can decrease (both tracked).
+
+A speaker with too few frames for the 1640 parameters of a full transform gets
+a diagonal one (A diagonal, 2 parameters a row), or only a bias, or none; the
+log says which.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from asrtrain.adapt.gmm import CHUNK, DiagGMM
+
+log = logging.getLogger("asrtrain.adapt.fmllr")
+
+KINDS = ("full", "diag", "bias", "none")
+
+
+@dataclass
+class FmllrStats:
+    """Sufficient statistics of one speaker under the posteriors of one transform."""
+
+    beta: float
+    g: torch.Tensor  # [d, d+1, d+1]
+    k: torch.Tensor  # [d, d+1]
+    const: float  # Σ_c occ_c (log w_c − ½ Σ_i (log 2πσ²_ci + μ²_ci/σ²_ci))
+    entropy: float  # −Σ_tc γ_tc log γ_tc
+    loglike: float  # Σ_t log p(W ξ_t), without the Jacobian
+
+    def aux(self, w: torch.Tensor) -> float:
+        """Q(W): the expected complete-data log-likelihood, Jacobian included."""
+        d = w.shape[0]
+        quad = torch.einsum("ij,ijk,ik->", w, self.g, w) - 2.0 * (w * self.k).sum()
+        return self.beta * log_abs_det(w[:, :d]) + self.const - 0.5 * float(quad)
+
+
+def log_abs_det(a: torch.Tensor) -> float:
+    return float(torch.linalg.slogdet(a)[1])
+
+
+def identity(dim: int) -> torch.Tensor:
+    """W = [I 0]."""
+    return torch.cat([torch.eye(dim, dtype=torch.float64), torch.zeros(dim, 1, dtype=torch.float64)], 1)
+
+
+def apply_transform(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """y = A x + b for frames [T, d]."""
+    d = w.shape[0]
+    return x.to(torch.float64) @ w[:, :d].T + w[:, d]
+
+
+def accumulate(gmm: DiagGMM, x: torch.Tensor, w: torch.Tensor) -> FmllrStats:
+    """Statistics of frames [T, d] with the GMM's posteriors of the transformed frames."""
+    d = gmm.dim
+    gconst, mean_inv, inv = gmm._terms()
+    g = torch.zeros(d, (d + 1) * (d + 1), dtype=torch.float64)
+    k = torch.zeros(d, d + 1, dtype=torch.float64)
+    occ = torch.zeros(gmm.num_components, dtype=torch.float64)
+    entropy = loglike = 0.0
+    for i in range(0, x.shape[0], CHUNK // 4):
+        xs = x[i:i + CHUNK // 4].to(torch.float64)
+        xi = torch.cat([xs, torch.ones(xs.shape[0], 1, dtype=torch.float64)], 1)
+        post, ll = gmm.posteriors(xi @ w.T)
+        outer = (xi[:, :, None] * xi[:, None, :]).reshape(xs.shape[0], -1)
+        g += (post @ inv).T @ outer
+        k += (post @ mean_inv).T @ xi
+        occ += post.sum(0)
+        entropy -= float(torch.special.xlogy(post, post).sum())
+        loglike += float(ll.sum())
+    return FmllrStats(float(x.shape[0]), g.reshape(d, d + 1, d + 1), k, float(occ @ gconst),
+                      entropy, loglike)
+
+
+def _best_row(g: torch.Tensor, k: torch.Tensor, p: torch.Tensor, beta: float) -> torch.Tensor:
+    """argmax_w β log|w·p| − ½ w G wᵀ + w·k: w = (α p + k) G⁻¹, α the better root."""
+    g_inv_p = torch.linalg.solve(g, p)
+    g_inv_k = torch.linalg.solve(g, k)
+    a = float(p @ g_inv_p)
+    b = float(p @ g_inv_k)
+    disc = (b * b + 4.0 * a * beta) ** 0.5
+    best, best_val = 0.0, -float("inf")
+    for alpha in ((-b - disc) / (2.0 * a), (-b + disc) / (2.0 * a)):
+        value = beta * torch.log(torch.tensor(abs(alpha * a + b))).item() - 0.5 * alpha * alpha * a
+        if value > best_val:
+            best, best_val = alpha, value
+    return best * g_inv_p + g_inv_k
+
+
+def update(w: torch.Tensor, stats: FmllrStats, kind: str, passes: int = 10) -> torch.Tensor:
+    """Maximise Q over the rows of W (``passes`` sweeps); ``kind`` restricts W."""
+    w = w.clone()
+    d = w.shape[0]
+    if kind == "none":
+        return w
+    if kind == "bias":  # A = I: dQ/db_i = 0 is linear
+        for i in range(d):
+            w[i, d] = (stats.k[i, d] - stats.g[i, d, i]) / stats.g[i, d, d]
+        return w
+    for _ in range(passes if kind == "full" else 1):  # diagonal rows are independent
+        for i in range(d):
+            if kind == "full":
+                cof = torch.linalg.inv(w[:, :d]).T[i]
+                p = torch.cat([cof, torch.zeros(1, dtype=torch.float64)])
+                w[i] = _best_row(stats.g[i], stats.k[i], p, stats.beta)
+            else:
+                idx = torch.tensor([i, d])
+                sub = _best_row(stats.g[i][idx][:, idx], stats.k[i][idx],
+                                torch.tensor([1.0, 0.0], dtype=torch.float64), stats.beta)
+                w[i, i], w[i, d] = sub[0], sub[1]
+    return w
+
+
+@dataclass
+class FmllrResult:
+    """A speaker's transform and how it was reached."""
+
+    transform: torch.Tensor
+    kind: str
+    frames: int
+    loglikes: list[float] = field(default_factory=list)  # per frame, before each iteration and after
+    aux: list[tuple[float, float]] = field(default_factory=list)  # Q before/after each M-step
+
+
+def choose_kind(frames: int, min_full: int, min_diag: int, min_bias: int) -> str:
+    """The largest transform the data can support."""
+    if frames >= min_full:
+        return "full"
+    if frames >= min_diag:
+        return "diag"
+    return "bias" if frames >= min_bias else "none"
+
+
+def estimate(gmm: DiagGMM, x: torch.Tensor, iters: int = 5, passes: int = 10,
+             min_full: int = 400, min_diag: int = 100, min_bias: int = 10) -> FmllrResult:
+    """A speaker's fMLLR transform from its frames [T, d], starting from identity."""
+    if x.shape[1] != gmm.dim:
+        raise ValueError(f"frames of dim {x.shape[1]} against a GMM of dim {gmm.dim}")
+    kind = choose_kind(x.shape[0], min_full, min_diag, min_bias)
+    w = identity(gmm.dim)
+    result = FmllrResult(w, kind, int(x.shape[0]))
+    for _ in range(iters if kind != "none" else 0):
+        stats = accumulate(gmm, x, w)
+        result.loglikes.append((stats.loglike + stats.beta * log_abs_det(w[:, :-1])) / stats.beta)
+        before = stats.aux(w)
+        w = update(w, stats, kind, passes)
+        result.aux.append((before, stats.aux(w)))
+    result.transform = w
+    final = float(gmm.loglike(apply_transform(w, x)).sum()) + x.shape[0] * log_abs_det(w[:, :-1])
+    result.loglikes.append(final / max(x.shape[0], 1))
+    return result
+
+
+# --- The command: LDA, global GMM, per-speaker transforms, adapted features ---
+
+#: Data-dir files copied to OUT so it is a complete data dir of the adapted features.
+COPIED = ("text", "utt2spk", "spk2utt", "wav.scp", "utt2dur", "spk2gender", "utt2num_frames")
+
+
+@dataclass
+class _Source:
+    """DATA's features and speakers, and the LDA that maps them to the GMM's space."""
+
+    scp: Path
+    table: Any
+    utts: list[str]
+    spk2utt: dict[str, list[str]]
+    dim: int
+    context: int
+    lda: torch.Tensor | None = None
+
+    def raw(self, utt: str) -> torch.Tensor:
+        from asrtrain.adapt.gmm import read_matrix
+        return torch.from_numpy(read_matrix(self.table, utt, self.scp, self.dim).copy())
+
+    def projected(self, utt: str) -> torch.Tensor:
+        from asrtrain.adapt.lda import apply_lda, splice
+        assert self.lda is not None
+        return apply_lda(splice(self.raw(utt), self.context), self.lda)
+
+
+def prepare_fmllr(data: Path, out: Path, lda_dim: int = 40, context: int = 4,
+                  gmm_components: int = 256, gmm_iters: int = 10, ali: Path | None = None,
+                  model_dir: Path | None = None, iters: int = 5, passes: int = 10,
+                  min_full: int = 400, min_diag: int = 100, max_frames: int = 500_000) -> dict:
+    """Estimate (or load) LDA and GMM on DATA, fMLLR per speaker, write adapted features.
+
+    Stages: ``lda`` (``OUT/lda.mat``, from the alignments ``ali``), ``gmm``
+    (``OUT/gmm/gmm.npz``), ``trans`` (``OUT/trans.scp``, ``OUT/trans.summary.json``),
+    ``feats`` (``OUT/feats.scp`` and the data-dir files). With ``model_dir`` the
+    LDA and GMM of an earlier run are used as they are (dev and test).
+    """
+    from asrtrain.adapt.gmm import Stages, open_feats, read_matrix, speakers_of
+    from asrtrain.adapt.lda import load_lda
+    from asrtrain.core.errors import InputError
+
+    data, out = Path(data), Path(out)
+    scp, table = open_feats(data)
+    utts = list(table.keys())
+    if not utts:
+        raise InputError("no utterances", scp)
+    dim = read_matrix(table, utts[0], scp).shape[1]
+    src = _Source(scp, table, utts, speakers_of(data, utts), dim, context)
+    spliced_dim = (2 * context + 1) * dim
+    stages = Stages(out)
+    if model_dir is not None:
+        model_dir = Path(model_dir)
+        src.lda = torch.from_numpy(load_lda(model_dir / "lda.mat", spliced_dim, lda_dim))
+        gmm = DiagGMM.load(model_dir / "gmm" / "gmm.npz")
+        _check_gmm(gmm, lda_dim, model_dir)
+        stages.upstream = f"model:{model_dir.resolve()}"
+        log.info("using the LDA and GMM of %s", model_dir)
+    else:
+        lda_params = {"data": str(data.resolve()), "ali": str(ali), "lda_dim": lda_dim,
+                      "splice": context}
+        if not stages.done("lda", lda_params, [out / "lda.mat"]):
+            if ali is None:
+                raise InputError("estimating the LDA needs the alignments (--ali ALI.scp), or "
+                                 "use the LDA and GMM of a training run with --model DIR", data)
+            _estimate_lda(src, Path(ali), lda_dim, out / "lda.mat")
+            stages.finish("lda", lda_params)
+        src.lda = torch.from_numpy(load_lda(out / "lda.mat", spliced_dim, lda_dim))
+        gmm_params = {"components": gmm_components, "iters": gmm_iters, "max_frames": max_frames}
+        if not stages.done("gmm", gmm_params, [out / "gmm" / "gmm.npz"]):
+            _train_global_gmm(src, gmm_components, gmm_iters, max_frames, out / "gmm" / "gmm.npz")
+            stages.finish("gmm", gmm_params)
+        gmm = DiagGMM.load(out / "gmm" / "gmm.npz")
+        _check_gmm(gmm, lda_dim, out)
+    trans_params = {"iters": iters, "passes": passes, "min_full": min_full, "min_diag": min_diag}
+    if stages.done("trans", trans_params, [out / "trans.scp", out / "trans.summary.json"]):
+        summary = _read_summary(out / "trans.summary.json")
+    else:
+        summary = _estimate_transforms(src, gmm, out, trans_params)
+        stages.finish("trans", trans_params)
+    if not stages.done("feats", {}, [out / "feats.scp"]):
+        _write_features(src, data, out)
+        stages.finish("feats", {})
+    return summary
+
+
+def _check_gmm(gmm: DiagGMM, lda_dim: int, where: Path) -> None:
+    from asrtrain.core.errors import InputError
+    if gmm.dim != lda_dim:
+        raise InputError(f"the GMM has dimension {gmm.dim}, but --lda-dim is {lda_dim}", where)
+
+
+def _estimate_lda(src: _Source, ali: Path, lda_dim: int, path: Path) -> None:
+    """Accumulate class statistics of spliced frames over the aligned utterances."""
+    import kaldiio
+    import numpy as np
+
+    from asrtrain.adapt.lda import LdaStats, estimate_lda, save_lda, splice
+    from asrtrain.core.errors import InputError
+    from asrtrain.core.progress import track
+
+    try:
+        table = kaldiio.load_scp(str(ali))
+        labels = {u: np.asarray(table[u]).astype(np.int64) for u in src.utts if u in table}
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"cannot read the alignments: {exc}", ali) from None
+    if not labels:
+        raise InputError("no alignment for any utterance of feats.scp", ali)
+    lowest = min(int(v.min()) for v in labels.values())
+    if lowest < 0:
+        raise InputError(f"negative class label {lowest}", ali)
+    stats = LdaStats.empty(max(int(v.max()) for v in labels.values()) + 1,
+                           (2 * src.context + 1) * src.dim)
+    mismatched = []
+    for utt in track(list(labels), "LDA statistics"):
+        x = src.raw(utt)
+        if x.shape[0] != len(labels[utt]):
+            mismatched.append(f"{utt} ({x.shape[0]} frames, {len(labels[utt])} labels)")
+            continue
+        stats.add(splice(x, src.context), torch.from_numpy(labels[utt]))
+    missing = len(src.utts) - len(labels)
+    if missing or mismatched:
+        log.warning("LDA: %d utterance(s) without alignment and %d with a frame count that "
+                    "differs from the alignment left out%s", missing, len(mismatched),
+                    f" (first: {mismatched[0]})" if mismatched else "")
+    if len(mismatched) == len(labels):
+        raise InputError(f"no alignment matches its features' frame count ({mismatched[0]})", ali)
+    matrix, values = estimate_lda(stats, lda_dim)
+    log.info("LDA %d -> %d on %d frames of %d classes; top eigenvalues %s", matrix.shape[1],
+             matrix.shape[0], int(stats.counts.sum()), int((stats.counts > 0).sum()),
+             " ".join(f"{v:.3g}" for v in values[:5]))
+    save_lda(path, matrix)
+
+
+def _train_global_gmm(src: _Source, components: int, iters: int, max_frames: int,
+                      path: Path) -> None:
+    from asrtrain.adapt.gmm import em_iterations, subsample_frames, train_gmm
+    from asrtrain.core.progress import Progress
+
+    frames, seen = subsample_frames((src.projected(u).numpy() for u in src.utts), max_frames)
+    log.info("global GMM: %d of %d frames", frames.shape[0], seen)
+    with Progress("global GMM (EM iterations)", em_iterations(components, iters)) as bar:
+        gmm = train_gmm(frames, components, iters, progress=bar)
+    gmm.save(path)
+
+
+def _estimate_transforms(src: _Source, gmm: DiagGMM, out: Path, params: dict) -> dict:
+    """A transform per speaker; figures before and after adaptation into the summary."""
+    import json
+
+    from asrtrain.adapt.gmm import write_matrices
+    from asrtrain.core.atomic import write_text
+    from asrtrain.core.progress import Progress
+
+    per_speaker: dict[str, dict] = {}
+    transforms: dict[str, torch.Tensor] = {}
+    means_before, means_after = [], []
+    with Progress("fMLLR transforms", len(src.spk2utt), unit=" speakers") as bar:
+        for spk, utts in src.spk2utt.items():
+            x = torch.cat([src.projected(u) for u in utts])
+            res = estimate(gmm, x, params["iters"], params["passes"], params["min_full"],
+                           params["min_diag"])
+            if res.kind != "full":
+                log.warning("speaker %s has %d frames: %s transform instead of a full one",
+                            spk, res.frames, {"diag": "a diagonal", "bias": "a bias-only",
+                                              "none": "no"}[res.kind])
+            transforms[spk] = res.transform
+            mean = x.to(torch.float64).mean(0)
+            means_before.append(mean)
+            means_after.append(apply_transform(res.transform, mean[None])[0])
+            per_speaker[spk] = {"frames": res.frames, "kind": res.kind,
+                                "loglike_before": res.loglikes[0], "loglike_after": res.loglikes[-1],
+                                "loglikes": res.loglikes, "aux": res.aux}
+            bar.advance(1, loglike=res.loglikes[-1])
+    summary = _summarise(per_speaker, torch.stack(means_before), torch.stack(means_after))
+    write_text(out / "trans.summary.json", json.dumps(summary, indent=1) + "\n")
+    write_matrices(out / "trans.scp", ((s, w.numpy()) for s, w in transforms.items()))
+    return summary
+
+
+def _spread(means: torch.Tensor) -> float:
+    """Mean squared distance of the speakers' means from their average."""
+    return float(((means - means.mean(0)) ** 2).sum(1).mean())
+
+
+def _summarise(per_speaker: dict[str, dict], before: torch.Tensor, after: torch.Tensor) -> dict:
+    frames = sum(s["frames"] for s in per_speaker.values())
+    ll_before = sum(s["loglike_before"] * s["frames"] for s in per_speaker.values()) / frames
+    ll_after = sum(s["loglike_after"] * s["frames"] for s in per_speaker.values()) / frames
+    summary = {
+        "speakers": len(per_speaker), "frames": frames,
+        "kinds": {k: sum(s["kind"] == k for s in per_speaker.values()) for k in KINDS},
+        "loglike_per_frame_before": ll_before, "loglike_per_frame_after": ll_after,
+        "speakers_loglike_rose": sum(s["loglike_after"] > s["loglike_before"]
+                                     for s in per_speaker.values()),
+        "speaker_mean_spread_before": _spread(before), "speaker_mean_spread_after": _spread(after),
+        "per_speaker": per_speaker,
+    }
+    log.info("fMLLR: %d speakers (%s); log-likelihood per frame %.4f -> %.4f (rose for %d); "
+             "spread of speaker means %.4f -> %.4f", summary["speakers"],
+             ", ".join(f"{v} {k}" for k, v in summary["kinds"].items() if v), ll_before, ll_after,
+             summary["speakers_loglike_rose"], summary["speaker_mean_spread_before"],
+             summary["speaker_mean_spread_after"])
+    return summary
+
+
+def _read_summary(path: Path) -> dict:
+    import json
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _write_features(src: _Source, data: Path, out: Path) -> None:
+    """Adapted features of every utterance (its speaker's transform) and the data-dir files."""
+    import shutil
+
+    import kaldiio
+
+    from asrtrain.adapt.gmm import write_matrices
+    from asrtrain.core.atomic import atomic_path
+    from asrtrain.core.progress import track
+
+    trans = kaldiio.load_scp(str(out / "trans.scp"))
+    utt2spk = {u: s for s, us in src.spk2utt.items() for u in us}
+
+    def adapted():
+        for utt in track(src.utts, "fMLLR features"):
+            w = torch.from_numpy(trans[utt2spk[utt]].astype("float64"))
+            yield utt, apply_transform(w, src.projected(utt)).numpy()
+
+    count = write_matrices(out / "feats.scp", adapted())
+    for name in COPIED:
+        if (data / name).is_file():
+            with atomic_path(out / name) as tmp:
+                shutil.copyfile(data / name, tmp)
+    log.info("wrote %d fMLLR-adapted utterances to %s", count, out / "feats.scp")

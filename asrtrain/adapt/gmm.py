@@ -1,0 +1,356 @@
+"""Diagonal-covariance Gaussian mixture models, trained by EM in torch (float64).
+
+Both speaker-adaptation front ends rest on one: the universal background model
+(UBM) of the i-vector extractor and the global GMM that fMLLR adapts each speaker
+to. The likelihood of N frames under C components is three matrix products, so a
+whole EM iteration is a handful of BLAS calls over chunks of frames; statistics
+are accumulated in float64 because sums over millions of frames lose float32's
+precision.
+
+Training grows the mixture by splitting (as Kaldi's ``gmm-global-*`` tools do):
+one Gaussian with the global mean and variance, then each split doubles the
+components (means moved ±0.2σ), with a few EM iterations after each split, and
+the remaining iterations at the full size. Components that lose their frames are
+re-seeded from the heaviest one, and variances are floored relative to the
+global variance, so a tiny or degenerate corpus cannot produce a NaN model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from asrtrain.core.atomic import atomic_open, atomic_path
+from asrtrain.core.errors import InputError
+
+log = logging.getLogger("asrtrain.adapt.gmm")
+
+LOG_2PI = math.log(2.0 * math.pi)
+#: Frames per chunk when accumulating statistics (bounds memory at C x CHUNK floats).
+CHUNK = 16384
+
+
+@dataclass
+class DiagGMM:
+    """Weights [C], means [C, D] and variances [C, D], all float64."""
+
+    weights: torch.Tensor
+    means: torch.Tensor
+    vars: torch.Tensor
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_components(self) -> int:
+        return int(self.weights.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.means.shape[1])
+
+    def _terms(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(gconst [C], means/vars [C, D], 1/vars [C, D]) so log N(x) is two products."""
+        inv = 1.0 / self.vars
+        gconst = (torch.log(self.weights)
+                  - 0.5 * (self.dim * LOG_2PI + torch.log(self.vars).sum(1)
+                           + (self.means * self.means * inv).sum(1)))
+        return gconst, self.means * inv, inv
+
+    def component_loglikes(self, x: torch.Tensor) -> torch.Tensor:
+        """log(w_c N(x_t; mu_c, var_c)) for frames [N, D]: a matrix [N, C]."""
+        gconst, mean_inv, inv = self._terms()
+        x = x.to(torch.float64)
+        return gconst + x @ mean_inv.T - 0.5 * (x * x) @ inv.T
+
+    def posteriors(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Component posteriors [N, C] and per-frame log-likelihoods [N]."""
+        ll = self.component_loglikes(x)
+        total = torch.logsumexp(ll, dim=1)
+        return torch.exp(ll - total[:, None]), total
+
+    def loglike(self, x: torch.Tensor) -> torch.Tensor:
+        """Per-frame log-likelihood [N] (chunked, so any number of frames fits)."""
+        parts = [torch.logsumexp(self.component_loglikes(x[i:i + CHUNK]), dim=1)
+                 for i in range(0, x.shape[0], CHUNK)]
+        return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write ``.npz`` atomically (weights, means, vars and a JSON ``meta``)."""
+        with atomic_open(path, "wb") as fh:
+            np.savez(fh, weights=self.weights.numpy(), means=self.means.numpy(),
+                     vars=self.vars.numpy(), meta=np.array(json.dumps(self.meta)))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> DiagGMM:
+        """Read what :meth:`save` wrote; a missing or foreign file is an InputError."""
+        try:
+            with np.load(path) as data:
+                gmm = cls(torch.from_numpy(data["weights"].astype(np.float64)),
+                          torch.from_numpy(data["means"].astype(np.float64)),
+                          torch.from_numpy(data["vars"].astype(np.float64)),
+                          json.loads(str(data["meta"])))
+        except FileNotFoundError:
+            raise InputError("GMM file not found", path) from None
+        except (KeyError, ValueError, OSError) as exc:
+            raise InputError(f"not a GMM written by asrtrain ({exc})", path) from None
+        return gmm
+
+
+@dataclass
+class GmmStats:
+    """Zeroth, first and second order statistics and the total log-likelihood."""
+
+    occ: torch.Tensor
+    sum_x: torch.Tensor
+    sum_xx: torch.Tensor
+    loglike: float = 0.0
+    frames: int = 0
+
+
+def accumulate(gmm: DiagGMM, x: torch.Tensor) -> GmmStats:
+    """EM statistics of frames [N, D] under ``gmm``, accumulated chunk by chunk."""
+    c, d = gmm.num_components, gmm.dim
+    stats = GmmStats(torch.zeros(c, dtype=torch.float64), torch.zeros(c, d, dtype=torch.float64),
+                     torch.zeros(c, d, dtype=torch.float64))
+    for i in range(0, x.shape[0], CHUNK):
+        chunk = x[i:i + CHUNK].to(torch.float64)
+        post, ll = gmm.posteriors(chunk)
+        stats.occ += post.sum(0)
+        stats.sum_x += post.T @ chunk
+        stats.sum_xx += post.T @ (chunk * chunk)
+        stats.loglike += float(ll.sum())
+        stats.frames += chunk.shape[0]
+    return stats
+
+
+def maximize(stats: GmmStats, var_floor: torch.Tensor, min_occ: float,
+             previous: DiagGMM) -> tuple[DiagGMM, int]:
+    """The M-step; components with occupancy below ``min_occ`` are re-seeded.
+
+    Returns the new GMM and how many components were re-seeded.
+    """
+    occ = stats.occ
+    keep = occ >= min_occ
+    safe = torch.where(keep, occ, torch.ones_like(occ))[:, None]
+    means = torch.where(keep[:, None], stats.sum_x / safe, previous.means)
+    var = torch.where(keep[:, None], stats.sum_xx / safe - means * means, previous.vars)
+    var = torch.maximum(var, var_floor)
+    weights = torch.where(keep, occ, torch.zeros_like(occ))
+    dead = (~keep).nonzero().flatten().tolist()
+    for index in dead:  # take half of the heaviest component, moved apart
+        heavy = int(torch.argmax(weights))
+        weights[heavy] *= 0.5
+        weights[index] = weights[heavy]
+        offset = 0.2 * torch.sqrt(var[heavy])
+        means[index] = means[heavy] + offset
+        means[heavy] = means[heavy] - offset
+        var[index] = var[heavy]
+    weights = weights / weights.sum()
+    return DiagGMM(weights, means, var, dict(previous.meta)), len(dead)
+
+
+def split(gmm: DiagGMM, target: int) -> DiagGMM:
+    """Split the heaviest components (means ±0.2σ, half the weight each) up to ``target``."""
+    count = min(target - gmm.num_components, gmm.num_components)
+    order = torch.argsort(gmm.weights, descending=True)[:count]
+    offset = 0.2 * torch.sqrt(gmm.vars[order])
+    weights = gmm.weights.clone()
+    weights[order] *= 0.5
+    means = gmm.means.clone()
+    means[order] -= offset
+    return DiagGMM(torch.cat([weights, weights[order]]),
+                   torch.cat([means, gmm.means[order] + offset]),
+                   torch.cat([gmm.vars, gmm.vars[order]]), dict(gmm.meta))
+
+
+def train_gmm(frames: torch.Tensor, num_components: int, iters: int = 10,
+              iters_per_split: int = 2, var_floor_ratio: float = 0.01,
+              progress: Any = None) -> DiagGMM:
+    """Train a diagonal GMM on frames [N, D] by splitting and EM.
+
+    ``iters`` EM iterations run at the final size (after ``iters_per_split`` per
+    split). ``progress`` (a :class:`asrtrain.core.progress.Progress`) is advanced
+    once per EM iteration when given.
+    """
+    x = frames.to(torch.float64)
+    n, d = x.shape
+    if n < 2 * num_components:
+        raise InputError(f"{n} frames cannot train {num_components} Gaussians "
+                         f"(need at least {2 * num_components})")
+    mean = x.mean(0)
+    var = ((x - mean) ** 2).mean(0).clamp_min(1e-10)
+    floor = var_floor_ratio * var
+    min_occ = max(2.0, 0.1 * d)
+    gmm = DiagGMM(torch.ones(1, dtype=torch.float64), mean[None].clone(), var[None].clone())
+    iteration = 0
+    while True:
+        final = gmm.num_components >= num_components
+        for _ in range(iters if final else iters_per_split):
+            stats = accumulate(gmm, x)
+            gmm, reseeded = maximize(stats, floor, min_occ, gmm)
+            iteration += 1
+            log.debug("GMM %d components, iteration %d: log-likelihood per frame %.4f%s",
+                      gmm.num_components, iteration, stats.loglike / n,
+                      f", {reseeded} re-seeded" if reseeded else "")
+            if progress is not None:
+                progress.advance(1, components=gmm.num_components,
+                                 loglike=stats.loglike / n)
+        if final:
+            break
+        gmm = split(gmm, num_components)
+    log.info("trained a %d-component diagonal GMM on %d frames of dim %d: "
+             "log-likelihood per frame %.4f", gmm.num_components, n, d, stats.loglike / n)
+    return gmm
+
+
+def em_iterations(num_components: int, iters: int, iters_per_split: int = 2) -> int:
+    """How many EM iterations :func:`train_gmm` runs (for a progress total)."""
+    splits = max(0, math.ceil(math.log2(max(num_components, 1))))
+    return splits * iters_per_split + iters
+
+
+def subsample_frames(mats: Iterable[np.ndarray], max_frames: int) -> tuple[torch.Tensor, int]:
+    """Every k-th frame of a stream of matrices, k doubling whenever more than
+    ``2 * max_frames`` are held: memory stays bounded without knowing the total.
+
+    Returns (frames [N, D] float32 with N <= 2 * max_frames, total frames seen).
+    """
+    kept: list[np.ndarray] = []
+    held = seen = 0
+    stride = 1
+    dim = None
+    for mat in mats:
+        mat = np.asarray(mat, dtype=np.float32)
+        if dim is None:
+            dim = mat.shape[1]
+        start = (-seen) % stride  # global frame index seen+start is a multiple of stride
+        part = mat[start::stride]
+        seen += mat.shape[0]
+        kept.append(part)
+        held += part.shape[0]
+        if held > 2 * max_frames:
+            # held frames are the global multiples of stride, from frame 0: keep every other
+            kept, stride = [np.concatenate(kept)[::2]], stride * 2
+            held = kept[0].shape[0]
+    if dim is None:
+        return torch.zeros(0, 0), 0
+    return torch.from_numpy(np.concatenate(kept)), seen
+
+
+# --- Data-dir I/O and resumable stages, shared by the i-vector and fMLLR commands ---
+
+
+def open_feats(data: Path) -> tuple[Path, Any]:
+    """``DATA/feats.scp`` opened lazily with kaldiio; missing is an InputError."""
+    import kaldiio
+
+    scp = Path(data) / "feats.scp"
+    if not scp.is_file():
+        raise InputError("no feats.scp: make features first (asrtrain prepare features)", data)
+    try:
+        return scp, kaldiio.load_scp(str(scp))
+    except (ValueError, OSError) as exc:
+        raise InputError(f"cannot read: {exc}", scp) from None
+
+
+def read_matrix(table: Any, key: str, source: Path, dim: int | None = None) -> np.ndarray:
+    """One float32 matrix of a kaldiio table; unreadable or misshapen is an InputError."""
+    try:
+        mat = np.array(table[key], dtype=np.float32)
+    except KeyError:
+        raise InputError(f"no entry for {key!r}", source) from None
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"cannot read the entry of {key!r}: {exc}", source) from None
+    if mat.ndim != 2 or mat.shape[0] == 0:
+        raise InputError(f"{key!r} is not a non-empty matrix (shape {mat.shape})", source)
+    if dim is not None and mat.shape[1] != dim:
+        raise InputError(f"{key!r} has dimension {mat.shape[1]}, the others {dim}", source)
+    if not np.isfinite(mat).all():
+        raise InputError(f"{key!r} has non-finite values", source)
+    return mat
+
+
+def speakers_of(data: Path, utts: Iterable[str]) -> dict[str, list[str]]:
+    """Speaker -> its utterances (in ``utts`` order), from ``DATA/utt2spk``."""
+    from asrtrain.data.kaldi_dir import read_utt2spk
+
+    utt2spk = read_utt2spk(Path(data) / "utt2spk")
+    spk2utt: dict[str, list[str]] = {}
+    for utt in utts:
+        if utt not in utt2spk:
+            raise InputError(f"utterance {utt!r} of feats.scp has no speaker", Path(data) / "utt2spk")
+        spk2utt.setdefault(utt2spk[utt], []).append(utt)
+    return spk2utt
+
+
+def write_matrices(scp: Path, items: Iterable[tuple[str, np.ndarray]]) -> int:
+    """Write ``scp`` and its ark (``<dir>/data/<name>.ark``) with kaldiio; the scp
+    appears only when the ark is complete. Returns the number of entries."""
+    import kaldiio
+
+    ark = (scp.parent / "data" / f"{scp.stem}.ark").resolve()
+    ark.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with atomic_path(scp) as tmp:
+        with kaldiio.WriteHelper(f"ark,scp:{ark},{tmp}") as writer:
+            for key, value in items:
+                writer(key, np.ascontiguousarray(value, dtype=np.float32))
+                count += 1
+    return count
+
+
+class Stages:
+    """Skip a stage whose outputs are complete and made with the same parameters.
+
+    A stage's marker (``OUT/stages/<name>.json``) records its parameters and the
+    digest of the stage before it, so redoing an early stage redoes the later ones.
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.dir = Path(out) / "stages"
+        self.upstream = ""
+
+    def _record(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"params": json.loads(json.dumps(params, default=str)), "upstream": self.upstream}
+
+    def done(self, name: str, params: dict[str, Any], outputs: Iterable[Path]) -> bool:
+        """True (and says so in the log) when ``name`` need not run again."""
+        record = self._record(params)
+        marker = self.dir / f"{name}.json"
+        missing = [str(p) for p in outputs if not Path(p).exists()]
+        if marker.is_file() and not missing:
+            old = json.loads(marker.read_text(encoding="utf-8"))
+            if old == record:
+                log.info("stage %s: complete, skipping", name)
+                self._advance(record)
+                return True
+            changed = sorted(k for k in set(old.get("params", {})) | set(record["params"])
+                             if old.get("params", {}).get(k) != record["params"].get(k))
+            why = (f"parameters changed ({', '.join(changed)})" if changed
+                   else "an earlier stage was redone")
+            log.info("stage %s: %s, redoing", name, why)
+        else:
+            log.info("stage %s: running", name)
+        marker.unlink(missing_ok=True)  # outputs are about to change: not complete until finish()
+        return False
+
+    def finish(self, name: str, params: dict[str, Any]) -> None:
+        """Mark ``name`` complete (after its outputs were written)."""
+        record = self._record(params)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with atomic_open(self.dir / f"{name}.json", "w", encoding="utf-8") as fh:
+            json.dump(record, fh, sort_keys=True)
+        self._advance(record)
+
+    def _advance(self, record: dict[str, Any]) -> None:
+        import hashlib
+
+        self.upstream = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]

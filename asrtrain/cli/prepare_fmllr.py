@@ -1,0 +1,52 @@
+"""``asrtrain prepare fmllr``: splice + LDA, a global GMM, per-speaker fMLLR features."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from asrtrain.cli.options import config_option, resolved_params
+
+
+@click.command()
+@config_option
+@click.argument("data", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--lda-dim", type=click.IntRange(min=1), default=40, show_default=True,
+              help="Output dimension of the LDA (and of the fMLLR features).")
+@click.option("--splice", type=click.IntRange(min=0), default=4, show_default=True,
+              help="Frames of context each side before the LDA.")
+@click.option("--gmm-components", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Gaussians of the global diagonal GMM the speakers are adapted to.")
+@click.option("--gmm-iters", type=click.IntRange(min=1), default=10, show_default=True,
+              help="EM iterations of the GMM at its full size.")
+@click.option("--ali", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Per-frame class labels (phone or pdf ids, kaldiio int vectors) for the LDA.")
+@click.option("--model", "model", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None, help="Use the LDA and GMM of this earlier OUT (for dev and test).")
+@click.option("--iters", type=click.IntRange(min=1), default=5, show_default=True,
+              help="fMLLR iterations (posteriors recomputed each time).")
+@click.option("--passes", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Row-by-row sweeps per fMLLR iteration.")
+@click.option("--min-frames-full", type=click.IntRange(min=1), default=400, show_default=True,
+              help="Fewer frames for a speaker: a diagonal transform instead of a full one.")
+@click.option("--min-frames-diag", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Fewer frames for a speaker: a bias-only transform.")
+@click.option("--max-frames", type=click.IntRange(min=1000), default=500_000, show_default=True,
+              help="Frames (evenly subsampled) to train the GMM on.")
+@click.pass_context
+def fmllr(ctx: click.Context, data: Path, out: Path, lda_dim: int, splice: int,
+          gmm_components: int, gmm_iters: int, ali: Path | None, model: Path | None, iters: int,
+          passes: int, min_frames_full: int, min_frames_diag: int, max_frames: int,
+          config: str | None) -> None:
+    """Speaker-adapted features of DATA (a data dir with MFCC feats.scp): splice, LDA,
+    a global GMM, and one fMLLR transform per speaker. Writes OUT/feats.scp (a data dir),
+    OUT/trans.scp, OUT/lda.mat and OUT/gmm/; stages already complete are skipped."""
+    from asrtrain.adapt.fmllr import prepare_fmllr
+    from asrtrain.core.runlog import command_run
+
+    with command_run("prepare-fmllr", out, resolved_params(ctx)):
+        prepare_fmllr(data, out, lda_dim=lda_dim, context=splice, gmm_components=gmm_components,
+                      gmm_iters=gmm_iters, ali=ali, model_dir=model, iters=iters, passes=passes,
+                      min_full=min_frames_full, min_diag=min_frames_diag, max_frames=max_frames)
