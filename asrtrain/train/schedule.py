@@ -64,3 +64,14 @@ class LRSchedule:
     def table(self, epochs: int) -> list[float]:
         """The rate at the start of each epoch 1..epochs (for plans and logs)."""
         return [self.lr(e) for e in range(1, epochs + 1)]
+
+
+def epoch_lrs(cfg: object, world_size: int = 1) -> list[float]:
+    """The rate of each epoch of a training config, for plans.
+
+    ``cfg.batch`` is already the effective batch over all learners (see
+    :mod:`asrtrain.train.config`), so the world size does not change the rates;
+    it is accepted so a distributed plan can call this the same way for any job.
+    """
+    del world_size
+    return LRSchedule.from_config(cfg).table(cfg.epochs)  # type: ignore[attr-defined]
