@@ -242,10 +242,11 @@ def make_features(data_dir: object, out_dir: object, cfg: FeatureConfig, nj: int
     data, out = Path(str(data_dir)), Path(str(out_dir)).resolve()
     if not (data / "wav.scp").is_file():
         raise InputError("missing wav.scp (features are computed from audio)", data)
-    validate_data_dir(data, require=("wav.scp",))
+    segments = _segments(data / "segments") if (data / "segments").is_file() else None
+    if segments is None:  # the validator expects wav.scp keyed by utterance
+        validate_data_dir(data, require=("wav.scp",))
     utt2spk = read_utt2spk(data / "utt2spk")
     wav = read_scp(data / "wav.scp")
-    segments = _segments(data / "segments") if (data / "segments").is_file() else None
     items = []
     for utt in utt2spk:
         key = segments[utt][0] if segments is not None and utt in segments else utt

@@ -242,6 +242,8 @@ def build_streams(stream_specs: tuple[str, ...] | list[str], cmvn_specs: tuple[s
         if not value.isdigit() or int(value) < 1:
             raise ConfigError(f"--ivector-period {spec!r}: expected a positive number of frames")
         stream.period = int(value)
+    if cmvn_specs and utt2spk is None:
+        raise ConfigError("--cmvn needs --utt2spk (CMVN stats are per speaker)")
     for spec in cmvn_specs:
         stream, value = named(spec, "--cmvn")
         stream.cmvn, stream.norm_vars = read_cmvn_scp(value), norm_vars
@@ -250,6 +252,4 @@ def build_streams(stream_specs: tuple[str, ...] | list[str], cmvn_specs: tuple[s
         from asrtrain.data.kaldi_dir import read_utt2spk
 
         speakers = read_utt2spk(utt2spk)
-    if cmvn_specs and speakers is None:
-        raise ConfigError("--cmvn needs --utt2spk (CMVN stats are per speaker)")
     return streams, speakers
