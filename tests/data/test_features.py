@@ -9,8 +9,13 @@ import pytest
 from feature_helpers import SR, make_audio_dir
 
 from asrtrain.core.errors import InputError
-from asrtrain.data.features import (FeatureConfig, add_deltas, compute_features, make_features,
-                                    num_frames)
+from asrtrain.data.features import (
+    FeatureConfig,
+    add_deltas,
+    compute_features,
+    make_features,
+    num_frames,
+)
 
 
 @pytest.mark.parametrize("samples", [399, 400, 559, 560, 16000, 16123])

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from asrtrain.core.errors import ConfigError, InputError
-from asrtrain.data.fuse import (Stream, build_streams, expand_online, fuse_utterance,
-                                resolve_kinds)
+from asrtrain.data.fuse import Stream, build_streams, expand_online, fuse_utterance, resolve_kinds
 
 
 def save(path: Path, table: dict[str, np.ndarray]) -> Path:
@@ -93,7 +92,7 @@ def test_configuration_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="given twice"):
         build_streams([f"f={scp}", f"f={scp}"])
     with pytest.raises(ConfigError, match="no --stream named 'g'"):
-        build_streams([f"f={scp}"], (), [f"g=10"])
+        build_streams([f"f={scp}"], (), ["g=10"])
     with pytest.raises(ConfigError, match="needs --utt2spk"):
         build_streams([f"f={scp}"], [f"f={scp}"])
     with pytest.raises(InputError, match="scp file not found"):
