@@ -12,7 +12,7 @@ text reference, by their first field (Kaldi writes the utterance id there).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,10 +46,11 @@ class CtmWord:
     dur: float
     word: str
     line: int
+    group_mid: float | None = None     # set for a GLM alternation (see split_mapped)
 
     @property
     def mid(self) -> float:
-        return self.begin + self.dur / 2.0
+        return self.begin + self.dur / 2.0 if self.group_mid is None else self.group_mid
 
 
 @dataclass
@@ -174,11 +175,33 @@ def read_ctm(path: Path) -> list[CtmWord]:
     return out
 
 
-def group_ctm_by_stm(words: list[CtmWord], segments: list[Utterance]) -> Grouped:
-    """Give each STM segment its CTM words, as sclite's ``segment_hyp_for_utt`` does."""
+def split_mapped(w: CtmWord, mapped: str) -> list[CtmWord]:
+    """A CTM word after a GLM rewrite, as ``csrfilt -i ctm`` lays it out: several words
+    share the duration equally; an alternation stays one unit whose midpoint is that of
+    the last word of its longest alternative (sclite groups an alternation by its
+    largest midpoint)."""
+    if "{" in mapped:
+        alts = mapped.replace("{", " ").replace("}", " ").split("/")
+        k = max(1, *(len(a.split()) for a in alts))
+        d = w.dur / k
+        return [CtmWord(w.file, w.channel, w.begin, w.dur, mapped, w.line,
+                        group_mid=w.begin + w.dur - d / 2.0)]
+    parts = mapped.split()
+    if len(parts) <= 1:
+        return [CtmWord(w.file, w.channel, w.begin, w.dur, mapped, w.line)]
+    d = w.dur / len(parts)
+    return [CtmWord(w.file, w.channel, w.begin + i * d, d, p, w.line)
+            for i, p in enumerate(parts)]
+
+
+def group_ctm_by_stm(words: list[CtmWord], segments: list[Utterance],
+                     rewrite: Callable[[str], str] | None = None) -> Grouped:
+    """Give each STM segment its CTM words, as sclite's ``segment_hyp_for_utt`` does
+    (after ``rewrite``, the GLM, has mapped each word as csrfilt would)."""
     by_chan: dict[tuple[str, str], list[CtmWord]] = {}
     for w in words:
-        by_chan.setdefault((w.file, w.channel), []).append(w)
+        for m in split_mapped(w, rewrite(w.word)) if rewrite is not None else [w]:
+            by_chan.setdefault((m.file, m.channel), []).append(m)
     for ws in by_chan.values():
         ws.sort(key=lambda w: (w.begin, w.line))
     seg_chan: dict[tuple[str, str], list[Utterance]] = {}
@@ -203,7 +226,7 @@ def group_ctm_by_stm(words: list[CtmWord], segments: list[Utterance]) -> Grouped
             if seg.ignore:
                 out.ignored_words += k - start
                 continue
-            out.hyps[seg.id] = [w.word for w in ws[start:k]]
+            out.hyps[seg.id] = [t for w in ws[start:k] for t in w.word.split()]
     return out
 
 

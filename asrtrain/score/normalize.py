@@ -35,6 +35,7 @@ from asrtrain.core.errors import InputError
 from asrtrain.score.align import NULL_WORD, Net, Word
 
 DEFAULT_FILTER = r"^(\[[^\]]*\]|<[^>]*>)$"
+_SPREAD = re.compile(r"(\(\s+[^()\s]+\s+)([^()\s]+)")
 
 
 @dataclass(frozen=True)
@@ -94,26 +95,32 @@ _IDA = re.compile(r'INPUT_DEPENDENT_APPLICATION\s*=\s*"([^"]*)"')
 
 
 def _strings(spec: str) -> list[str]:
-    """Split a rule body into its bracketed / quoted / bare strings and separators."""
+    """Split a rule body into its bracketed / quoted / bare strings and separators.
+
+    ``[...]`` or a quote opens a bounded string only at the start of a token and only
+    when its closing mark ends a token; otherwise (``I'M``, ``'CAUSE``) it is literal.
+    """
     toks: list[str] = []
     i, n = 0, len(spec)
     while i < n:
         c = spec[i]
         if c.isspace():
             i += 1
-        elif c in "['\"":
+            continue
+        if c in "['\"":
             close = {"[": "]", "'": "'", '"': '"'}[c]
             j = spec.find(close, i + 1)
-            if j < 0:
-                raise ValueError(f"unclosed {c}")
-            toks.append("\0" + spec[i + 1:j])
-            i = j + 1
-        else:
-            j = i
-            while j < n and not spec[j].isspace() and spec[j] not in "['\"":
-                j += 1
-            toks.append(spec[i:j])
-            i = j
+            while j >= 0 and j + 1 < n and not spec[j + 1].isspace():
+                j = spec.find(close, j + 1)
+            if j >= 0:
+                toks.append("\0" + spec[i + 1:j])
+                i = j + 1
+                continue
+        j = i
+        while j < n and not spec[j].isspace():
+            j += 1
+        toks.append(spec[i:j])
+        i = j
     return toks
 
 
@@ -131,13 +138,13 @@ def parse_rule(body: str, applies_to: str | None) -> Rule:
     lhs, rest = toks[:k], toks[k + 1:]
     left: list[str] = []
     right: list[str] = []
-    if "/" in rest:
-        s = rest.index("/")
-        rhs, ctx = rest[:s], rest[s + 1:]
-        if "__" not in ctx:
-            raise ValueError("context without '__'")
-        u = ctx.index("__")
-        left, right = ctx[:u], ctx[u + 1:]
+    if "__" in rest:
+        u = rest.index("__")
+        slashes = [i for i, t in enumerate(rest[:u]) if t == "/"]
+        if not slashes:
+            raise ValueError("context '__' without '/'")
+        s = slashes[-1]          # a '/' inside an alternation on the right is not it
+        rhs, left, right = rest[:s], rest[s + 1:u], rest[u + 1:]
     else:
         rhs = rest
     if not lhs:
@@ -210,8 +217,8 @@ class Normalizer:
     def __post_init__(self) -> None:
         self._filter = re.compile(self.filter_regex) if self.filter_regex else None
 
-    def tokens(self, words: Sequence[str], kinds: tuple[str, ...], tally: bool = True
-               ) -> list[str]:
+    def tokens(self, words: Sequence[str], kinds: tuple[str, ...], tally: bool = True,
+               pre_mapped: bool = False) -> list[str]:
         """Case-folded, filtered, GLM-mapped tokens (alternation marks as tokens)."""
         kept: list[str] = []
         for w in words:
@@ -221,18 +228,34 @@ class Normalizer:
                     self.filtered[key] = self.filtered.get(key, 0) + 1
             else:
                 kept.append(w)
-        if self.glm is not None and kinds[0] == "ctm":
+        if self.glm is not None and kinds[0] == "ctm" and not pre_mapped:
             # csrfilt -i ctm rewrites each CTM word on its own
-            text = " ".join(self.glm.apply(w, kinds) for w in kept)
-        elif self.glm is not None:
-            text = self.glm.apply(" ".join(kept), kinds)
+            text = " ".join(self.rewrite(w, kinds) for w in kept)
+        elif self.glm is not None and not pre_mapped:
+            text = self.rewrite(" ".join(kept), kinds)
         else:
-            text = " ".join(kept)
-        text = text.upper()
-        if self.split_hyphens:
-            text = re.sub(r"([^( ])-(?=[^) ])", r"\1 ", text)
+            text = self.rewrite(" ".join(kept), kinds, rules=False)
         text = re.sub(r"([{}])", r" \1 ", text)
         return text.split()
+
+    def rewrite(self, text: str, kinds: tuple[str, ...], rules: bool = True) -> str:
+        """csrfilt's pipeline: upcase, open parentheses, GLM rules, split hyphens, spread
+        a parenthesised group over its words (``(A B)`` -> ``(A) (B)``), close them."""
+        text = text.upper()
+        if rules and self.glm is not None:
+            text = text.replace("(", "( ").replace(")", " )")
+            text = self.glm.apply(text, kinds)
+        if self.split_hyphens:
+            text = re.sub(r"([^( ])-(?=[^) ])", r"\1 ", text)
+        if rules and self.glm is not None:
+            text = f" {text} "
+            while True:
+                new = _SPREAD.sub(r"\1) ( \2", text, count=1)
+                if new == text:
+                    break
+                text = new
+            text = re.sub(r"\(\s+", "(", re.sub(r"\s+\)", ")", text))
+        return " ".join(text.split())
 
     def word(self, token: str) -> Word:
         opt = self.optional_deletable and len(token) > 2 and token[0] == "(" \
@@ -242,9 +265,10 @@ class Normalizer:
             token.endswith("-") or token.startswith("-") or (opt and token[-2] == "-"))
         return Word(inner, opt_del=opt, frag=frag)
 
-    def network(self, words: Sequence[str], kinds: tuple[str, ...], where: str = "") -> Net:
+    def network(self, words: Sequence[str], kinds: tuple[str, ...], where: str = "",
+                pre_mapped: bool = False) -> Net:
         """The word network of a transcript; ``{ a / b c / @ }`` become parallel paths."""
-        toks = self.tokens(words, kinds)
+        toks = self.tokens(words, kinds, pre_mapped=pre_mapped)
         net = Net()
         frontier = [0]
         i = 0
@@ -268,10 +292,11 @@ class Normalizer:
         net.finals = frontier
         return net
 
-    def flat(self, words: Sequence[str], kinds: tuple[str, ...]) -> list[str]:
+    def flat(self, words: Sequence[str], kinds: tuple[str, ...], pre_mapped: bool = False
+             ) -> list[str]:
         """Tokens for Kaldi-style scoring: first alternative, nulls and parens dropped."""
         out: list[str] = []
-        toks = self.tokens(words, kinds, tally=False)
+        toks = self.tokens(words, kinds, tally=False, pre_mapped=pre_mapped)
         i = 0
         while i < len(toks):
             if toks[i] == "{":

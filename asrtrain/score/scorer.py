@@ -47,6 +47,7 @@ class Inputs:
     hyp_format: str
     ignored_words: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+    hyp_pre_mapped: bool = False        # the GLM was applied while grouping CTM words
 
 
 @dataclass
@@ -90,7 +91,7 @@ class ScoreResult:
 
 
 def load_inputs(ref: Path, hyp: Path, ref_format: str = "auto", hyp_format: str = "auto",
-                utt2spk: Path | None = None) -> Inputs:
+                utt2spk: Path | None = None, normalizer: Normalizer | None = None) -> Inputs:
     """Read REF (text or STM) and HYP (text or CTM) and key the hypotheses by utterance."""
     rf = formats.sniff_format(ref) if ref_format == "auto" else ref_format
     hf = formats.sniff_format(hyp) if hyp_format == "auto" else hyp_format
@@ -103,9 +104,15 @@ def load_inputs(ref: Path, hyp: Path, ref_format: str = "auto", hyp_format: str 
             raise InputError("an STM reference needs a CTM hypothesis (words are placed in "
                              "segments by time)", hyp)
         refs = formats.read_stm(ref)
-        grouped = formats.group_ctm_by_stm(formats.read_ctm(hyp), refs)
+        rewrite = None
+        if normalizer is not None and normalizer.glm is not None:
+            # map CTM words before placing them in segments, as csrfilt + sclite do
+            def rewrite(w: str) -> str:
+                return normalizer.rewrite(w, ("ctm", "hyp"))
+        grouped = formats.group_ctm_by_stm(formats.read_ctm(hyp), refs, rewrite)
         refs = [u for u in refs if not u.ignore]
-        return Inputs(refs, grouped.hyps, rf, hf, grouped.ignored_words, grouped.extra)
+        return Inputs(refs, grouped.hyps, rf, hf, grouped.ignored_words, grouped.extra,
+                      hyp_pre_mapped=rewrite is not None)
     spk = formats.read_utt2spk(utt2spk) if utt2spk is not None else None
     if spk is None and (ref.parent / "utt2spk").is_file():
         spk = formats.read_utt2spk(ref.parent / "utt2spk")
@@ -136,9 +143,11 @@ def score_inputs(inputs: Inputs, normalizer: Normalizer, extra_hyp: str = "error
         missing = hyp_words is None
         hw = hyp_words or []
         ref_net = normalizer.network(u.words, rkind, u.id)
-        hyp_net = normalizer.network(hw, hkind, u.id)
+        pre = inputs.hyp_pre_mapped
+        hyp_net = normalizer.network(hw, hkind, u.id, pre_mapped=pre)
         pairs = align(ref_net, hyp_net)
-        kc = kaldi_counts(normalizer.flat(u.words, rkind), normalizer.flat(hw, hkind))
+        kc = kaldi_counts(normalizer.flat(u.words, rkind),
+                          normalizer.flat(hw, hkind, pre_mapped=pre))
         utts.append(UttScore(u, pairs, count(pairs), kc, missing))
     res = ScoreResult(utts, dict(sorted(normalizer.filtered.items())), inputs.ignored_words,
                       dict(sorted(inputs.extra.items())), inputs.ref_format, inputs.hyp_format)

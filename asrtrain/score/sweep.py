@@ -67,8 +67,9 @@ def parse_subsets(specs: Sequence[str]) -> list[tuple[str, str]]:
 
 def score_files(ref: Path, hyp: Path, out: Path, opts: ScoreOptions) -> dict[str, Any]:
     """Score HYP against REF and write the reports into OUT; returns wer.json's content."""
-    inputs = load_inputs(ref, hyp, opts.ref_format, opts.hyp_format, opts.utt2spk)
-    res = score_inputs(inputs, opts.normalizer(), opts.extra_hyp, hyp)
+    normalizer = opts.normalizer()
+    inputs = load_inputs(ref, hyp, opts.ref_format, opts.hyp_format, opts.utt2spk, normalizer)
+    res = score_inputs(inputs, normalizer, opts.extra_hyp, hyp)
     data = write_reports(res, out, opts.subsets, opts.bootstrap, opts.bootstrap_unit,
                          opts.seed, options={"ref": str(ref), "hyp": str(hyp),
                                              **opts.as_dict()})
