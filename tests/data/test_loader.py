@@ -1,0 +1,164 @@
+"""The chunk loader: every frame exactly once per epoch with its own target, seeded order,
+sharding, handed-out blocks, batches inside blocks, prefetch thread, fork safety."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from feature_helpers import make_streams, utt_index
+
+from asrtrain.core.errors import ConfigError
+from asrtrain.data.archive import Archive, write_archive
+from asrtrain.data.fuse import Stream
+from asrtrain.data.loader import IGNORE_INDEX, ChunkLoader
+
+LENGTHS = [int(n) for n in np.random.default_rng(7).integers(1, 120, 37)]
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    root = tmp_path_factory.mktemp("loader")
+    src = make_streams(root / "src", LENGTHS, dims=(5, 2))
+    write_archive(root / "x.h5", [Stream("a", src["a_scp"]), Stream("b", src["b_scp"])],
+                  str(src["ali_scp"]), 7, storage_chunks=4)
+    return root / "x.h5", src
+
+
+def frames_of(batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Counter:
+    """(utterance number, frame number, target) of every real frame served."""
+    seen: Counter = Counter()
+    for x, y in batches:
+        real = y != IGNORE_INDEX
+        for (u, t), label in zip(x[real][:, :2].tolist(), y[real].tolist(), strict=True):
+            seen[(int(u), int(t), int(label))] += 1
+    return seen
+
+
+def expected_frames(src: dict) -> Counter:
+    return Counter((utt_index(u), t, int(v)) for u, ali in src["ali"].items()
+                   for t, v in enumerate(ali))
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_every_frame_once_with_its_target(archive: tuple[Path, dict], prefetch: int) -> None:
+    path, src = archive
+    loader = ChunkLoader(path, batch_size=5, block_chunks=6, seed=3, prefetch=prefetch)
+    for epoch in (0, 1):
+        batches = list(loader.epoch(epoch))
+        assert frames_of(batches) == expected_frames(src)
+        for x, y in batches:
+            assert x.dtype == torch.float32 and y.dtype == torch.int64
+            assert x.shape[1:] == (21, 7) and y.shape == x.shape[:2] and 1 <= len(x) <= 5
+            assert (x[y == IGNORE_INDEX] == 0).all()
+
+
+def test_shards_cover_the_epoch_once(archive: tuple[Path, dict]) -> None:
+    path, src = archive
+    loaders = [ChunkLoader(path, batch_size=4, block_chunks=5, seed=1, rank=r, world_size=3,
+                           prefetch=0) for r in range(3)]
+    shards = [ld.shard(2) for ld in loaders]
+    assert sorted(sum(shards, [])) == list(range(loaders[0].num_blocks))
+    assert max(map(len, shards)) - min(map(len, shards)) <= 1
+    total = sum((frames_of(list(ld.epoch(2))) for ld in loaders), Counter())
+    assert total == expected_frames(src)
+
+
+def test_order_is_seeded(archive: tuple[Path, dict]) -> None:
+    path, _ = archive
+
+    def firsts(seed: int, epoch: int) -> list[list[float]]:
+        ld = ChunkLoader(path, batch_size=3, block_chunks=8, seed=seed, prefetch=0)
+        return [x[:, 0, :2].tolist() for x, _ in ld.epoch(epoch)]
+
+    assert firsts(5, 0) == firsts(5, 0)
+    assert firsts(5, 0) != firsts(5, 1)
+    assert firsts(5, 0) != firsts(6, 0)
+    ld = ChunkLoader(path, block_chunks=8, seed=5)
+    assert ld.block_order(0) != ld.block_order(1)
+    assert sorted(ld.block_order(0)) == list(range(ld.num_blocks))
+
+
+def test_batches_stay_inside_blocks_and_follow_handed_out_blocks(archive: tuple[Path, dict]) -> None:
+    path, _ = archive
+    arc = Archive(path)
+    chunk_of = {}
+    for utt, first, count, _ in arc.utterances:
+        for c in range(count):
+            chunk_of[(utt_index(utt), c * 21)] = first + c
+    ld = ChunkLoader(path, batch_size=4, block_chunks=6, seed=0, prefetch=1)
+    handed = [3, 0, ld.num_blocks - 1]
+    served: list[int] = []
+    for x, _ in ld.epoch(0, blocks=iter(handed)):
+        ids = [chunk_of[(int(u), int(t))] for u, t in x[:, 0, :2].tolist()]
+        blocks = {i // 6 for i in ids}
+        assert len(blocks) == 1
+        served.extend(ids)
+    expected = [c for b in handed for c in range(*ld.block_range(b))]
+    assert sorted(served) == sorted(expected) and len(served) == len(set(served))
+
+
+def test_unshuffled_order_is_the_archive_order(archive: tuple[Path, dict]) -> None:
+    path, src = archive
+    ld = ChunkLoader(path, batch_size=7, block_chunks=10, shuffle=False, prefetch=0)
+    x = torch.cat([b[0] for b in ld.epoch(0)])
+    arc = Archive(path)
+    feats, _ = arc.read_chunks(0, arc.num_chunks)
+    np.testing.assert_array_equal(x.numpy(), feats.astype(np.float32))
+
+
+def test_errors_in_the_prefetch_thread_reach_the_consumer(archive: tuple[Path, dict]) -> None:
+    path, _ = archive
+    ld = ChunkLoader(path, batch_size=4, block_chunks=6, prefetch=2)
+    with pytest.raises(IndexError, match="block 999 outside"):
+        list(ld.epoch(0, blocks=[0, 999]))
+
+
+def test_breaking_out_stops_the_thread(archive: tuple[Path, dict]) -> None:
+    path, _ = archive
+    ld = ChunkLoader(path, batch_size=1, block_chunks=4, prefetch=1)
+    before = threading.active_count()
+    it = ld.epoch(0)
+    next(it)
+    assert threading.active_count() == before + 1
+    it.close()
+    assert threading.active_count() == before
+
+
+def test_forked_child_opens_its_own_handle(archive: tuple[Path, dict]) -> None:
+    import multiprocessing as mp
+
+    path, _ = archive
+    arc = Archive(path)
+    expected = float(arc.read_chunks(0, 10)[0].astype(np.float64).sum())  # parent opened it
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+
+    def child() -> None:
+        queue.put(float(arc.read_chunks(0, 10)[0].astype(np.float64).sum()))
+
+    proc = ctx.Process(target=child)
+    proc.start()
+    got = queue.get(timeout=30)
+    proc.join(timeout=30)
+    assert proc.exitcode == 0 and got == expected
+    assert float(arc.read_chunks(0, 10)[0].astype(np.float64).sum()) == expected
+
+
+def test_archive_without_targets_cannot_be_trained_on(tmp_path: Path) -> None:
+    src = make_streams(tmp_path / "src", [30, 40])
+    write_archive(tmp_path / "x.h5", [Stream("a", src["a_scp"])])
+    with pytest.raises(ConfigError, match="no targets"):
+        next(ChunkLoader(tmp_path / "x.h5").epoch(0))
+
+
+def test_bad_arguments(archive: tuple[Path, dict]) -> None:
+    path, _ = archive
+    with pytest.raises(ConfigError, match="rank 3 outside"):
+        ChunkLoader(path, rank=3, world_size=2)
+    with pytest.raises(ConfigError, match="must be positive"):
+        ChunkLoader(path, batch_size=0)
