@@ -1,0 +1,57 @@
+"""``asrtrain decode``: model posteriors (or oracle alignments) through HCLG to words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from asrtrain.cli.options import config_option, resolved_params
+
+
+@click.command()
+@config_option
+@click.argument("model", type=click.Path(path_type=Path))
+@click.argument("graph", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--nj", type=click.IntRange(1), default=2, show_default=True, help="Parallel jobs.")
+@click.option("--acwt", type=float, default=0.1, show_default=True,
+              help="Acoustic scale when --lmwt is empty (one pass, named after 1/acwt).")
+@click.option("--beam", type=float, default=13.0, show_default=True, help="Decoding beam.")
+@click.option("--max-active", type=click.IntRange(1), default=7000, show_default=True,
+              help="Most active states per frame.")
+@click.option("--lmwt", default="8:15", show_default=True,
+              help="LM weights (A:B, A,B,C or one number): one hypothesis file per weight, "
+                   "decoded with acoustic scale 1/weight.")
+@click.option("--text", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Reference transcripts (Kaldi text), copied to OUT/ref.txt for scoring.")
+@click.option("--oracle", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Decode from pdf alignments (lang/pdf_ali/<split>.scp) instead of a model: "
+                   "tests the graph. MODEL and DATA may then be '-'.")
+@click.pass_context
+def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, nj: int,
+           acwt: float, beam: float, max_active: int, lmwt: str, text: Path | None,
+           oracle: Path | None, config: str | None) -> None:
+    """Decode DATA (an archive .h5) with MODEL (final.pt) on GRAPH (lang/graph).
+
+    Writes OUT/hyp/<lmwt>.txt, OUT/ctm/<lmwt>.ctm, OUT/log/ and, with --text, OUT/ref.txt;
+    then `asrtrain score --sweep OUT` gives the WER per LM weight.
+    """
+    from asrtrain.core.errors import InputError
+    from asrtrain.core.runlog import command_run
+    from asrtrain.decode.decoder import DecodeConfig, decode as run_decode, parse_lmwt
+
+    none = Path("-")
+    if oracle is None:
+        for what, p in (("MODEL", model), ("DATA", data)):
+            if p == none or not p.exists():
+                raise InputError(f"{what} not found (give a file, or use --oracle)", p)
+    cfg = DecodeConfig(graph=graph, out=out, model=None if model == none else model,
+                       data=None if data == none else data, oracle=oracle, nj=nj, acwt=acwt,
+                       beam=beam, max_active=max_active, lmwts=parse_lmwt(lmwt, acwt), text=text)
+    with command_run("decode", out, resolved_params(ctx)):
+        figures = run_decode(cfg)
+    click.echo(f"{out}: {figures['utterances']} utterances, real-time factor "
+               f"{figures['rtf_decode_per_lmwt']:.4f} per LM weight (one core), hyps for LM "
+               f"weights {', '.join(figures['lmwts'])}")

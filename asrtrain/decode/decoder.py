@@ -1,0 +1,374 @@
+"""``asrtrain decode``: Viterbi beam search on HCLG with kaldi-decoder, in parallel jobs.
+
+Each job scores its utterances once (model or oracle) and runs kaldi-decoder's
+FasterDecoder once per LM weight w with acoustic scale 1/w: that is Kaldi's
+``lattice-scale --inv-acoustic-scale=w`` (graph costs weighted w against the acoustics)
+without lattices. Jobs write their part under ``OUT/split<J>/<j>/`` and a log
+``OUT/log/decode.<j>.log``; the parts are merged into ``OUT/hyp/<w>.txt`` and
+``OUT/ctm/<w>.ctm`` once every job has finished.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing as mp
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from asrtrain.core.atomic import write_text
+from asrtrain.core.errors import ConfigError, InputError
+
+log = logging.getLogger("asrtrain.decode")
+
+
+@dataclass
+class DecodeConfig:
+    """Everything a decode job needs (picklable, for spawned jobs)."""
+
+    graph: Path
+    out: Path
+    model: Path | None = None
+    data: Path | None = None
+    oracle: Path | None = None
+    nj: int = 1
+    acwt: float = 0.1
+    beam: float = 13.0
+    max_active: int = 7000
+    lmwts: list[float] = field(default_factory=lambda: [float(w) for w in range(8, 16)])
+    text: Path | None = None
+
+
+def parse_lmwt(spec: str | None, acwt: float) -> list[float]:
+    """``8:15`` (inclusive range), ``8,10,12`` or ``10``; empty: the single weight 1/acwt."""
+    if spec is None or not str(spec).strip():
+        if acwt <= 0:
+            raise ConfigError(f"--acwt must be positive, got {acwt}")
+        return [1.0 / acwt]
+    try:
+        if ":" in spec:
+            lo, hi = (int(x) for x in spec.split(":"))
+            values = [float(w) for w in range(lo, hi + 1)]
+        else:
+            values = [float(x) for x in spec.split(",")]
+    except ValueError:
+        raise ConfigError(f"--lmwt {spec!r}: expected A:B, a list A,B,C or a number") from None
+    if not values or min(values) <= 0:
+        raise ConfigError(f"--lmwt {spec!r}: LM weights must be positive")
+    return values
+
+
+def lmwt_name(w: float) -> str:
+    """``10`` for 10.0, ``7.5`` for 7.5: the file name of a weight's outputs."""
+    return f"{w:g}"
+
+
+@dataclass
+class GraphInfo:
+    """The graph directory: HCLG path, words, tree (pdf → phone/state), identity."""
+
+    path: Path
+    num_pdfs: int
+    tree_id: str
+    words: dict[int, str]
+    pdf_info: list[tuple[int, int]]
+    silence: set[int]
+    prons: dict[str, list[tuple[int, ...]]]
+    sizes: dict[str, Any]
+
+    @classmethod
+    def load(cls, graph_dir: Path) -> GraphInfo:
+        from asrtrain.decode.ctm import read_align_lexicon
+        from asrtrain.lang.lexicon import read_symbols
+
+        graph_dir = Path(graph_dir)
+        for name in ("HCLG.fst", "info.json", "words.txt", "tree", "phones.txt", "align_lexicon.txt"):
+            if not (graph_dir / name).exists():
+                raise InputError(f"not a graph directory: {name} is missing", graph_dir)
+        info = json.loads((graph_dir / "info.json").read_text(encoding="utf-8"))
+        tree = json.loads((graph_dir / "tree").read_text(encoding="utf-8"))
+        phones = read_symbols(graph_dir / "phones.txt")
+        pdf_info = [(int(a), int(b)) for a, b in tree["pdf_info"]]
+        if len(pdf_info) != int(info["num_pdfs"]):
+            raise InputError(f"tree has {len(pdf_info)} pdfs, info.json says {info['num_pdfs']}",
+                             graph_dir)
+        return cls(path=graph_dir, num_pdfs=int(info["num_pdfs"]), tree_id=str(info["tree_id"]),
+                   words={i: w for w, i in read_symbols(graph_dir / "words.txt").items()},
+                   pdf_info=pdf_info, silence={phones[info.get("silence", "sil")]},
+                   prons=read_align_lexicon(graph_dir / "align_lexicon.txt", phones),
+                   sizes=info.get("sizes", {}))
+
+
+def make_scorer(cfg: DecodeConfig, num_pdfs: int):
+    """The oracle scorer (``--oracle``) or the model scorer."""
+    from asrtrain.decode.loglikes import ModelScorer, OracleScorer
+
+    if cfg.oracle is not None:
+        return OracleScorer(cfg.oracle, num_pdfs)
+    if cfg.model is None or cfg.data is None:
+        raise ConfigError("decode needs MODEL and DATA (an archive), or --oracle ALI.scp")
+    return ModelScorer(cfg.model, cfg.data, num_pdfs)
+
+
+def check_identity(cfg: DecodeConfig, graph: GraphInfo, scorer: Any) -> None:
+    """Refuse a graph built for another tree than the model's (or the alignments')."""
+    from asrtrain.decode.loglikes import model_tree_id
+
+    if cfg.oracle is not None:
+        marker = Path(cfg.oracle).parent / "tree_id"
+        other = marker.read_text(encoding="utf-8").strip() if marker.exists() else None
+        what = f"the alignments {cfg.oracle}"
+    else:
+        other = model_tree_id(scorer.final.meta)
+        what = f"the model {cfg.model}"
+    if other is None:
+        log.warning("cannot verify that %s and the graph share a tree (no tree id recorded)", what)
+    elif other != graph.tree_id:
+        raise InputError(f"the graph was built for tree {graph.tree_id}, {what} for tree {other}",
+                         graph.path)
+
+
+def split_jobs(utts: list[tuple[str, int]], nj: int) -> list[list[str]]:
+    """Contiguous groups with about equal frames (outputs stay in utterance order)."""
+    total = sum(n for _, n in utts) or 1
+    jobs: list[list[str]] = [[] for _ in range(nj)]
+    done = 0
+    for utt, n in utts:
+        j = min(int(done * nj / total), nj - 1)
+        jobs[j].append(utt)
+        done += n
+    return jobs
+
+
+@dataclass
+class JobStats:
+    """What a job did and how long it took."""
+
+    utterances: int = 0
+    frames: int = 0
+    score_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    not_final: int = 0
+    failed: list[str] = field(default_factory=list)
+
+
+def run_job(job: int, utts: list[str], cfg: DecodeConfig, progress: Any = None) -> JobStats:
+    """Score and decode ``utts``; write this job's hyps and CTMs; return its stats."""
+    import kaldi_decoder
+    import kaldifst
+
+    from asrtrain.decode.ctm import ctm_lines, read_best_path
+    from asrtrain.decode.loglikes import check_scores
+
+    handler = _job_log(cfg.out, job)
+    try:
+        graph = GraphInfo.load(cfg.graph)
+        scorer = make_scorer(cfg, graph.num_pdfs)
+        fst = kaldifst.StdVectorFst.read(str(graph.path / "HCLG.fst"))
+        decoder = kaldi_decoder.FasterDecoder(
+            fst, kaldi_decoder.FasterDecoderOptions(beam=cfg.beam, max_active=cfg.max_active))
+        stats = JobStats()
+        hyps: dict[float, list[str]] = {w: [] for w in cfg.lmwts}
+        ctms: dict[float, list[str]] = {w: [] for w in cfg.lmwts}
+        for utt in utts:
+            t0 = time.perf_counter()
+            scores = check_scores(utt, scorer(utt), graph.num_pdfs, cfg.model or cfg.oracle)
+            stats.score_seconds += time.perf_counter() - t0
+            stats.utterances += 1
+            stats.frames += scores.shape[0]
+            for w in cfg.lmwts:
+                t0 = time.perf_counter()
+                decoder.decode(kaldi_decoder.DecodableCtc(np.ascontiguousarray(scores / w)))
+                final = decoder.reached_final()
+                ok, lattice = decoder.get_best_path(use_final_probs=final)
+                stats.decode_seconds += time.perf_counter() - t0
+                if not final:
+                    stats.not_final += 1
+                    log.warning("utterance %s (lmwt %g): no final state reached; partial best path",
+                                utt, w)
+                if not ok:
+                    stats.failed.append(utt)
+                    log.warning("utterance %s (lmwt %g): no surviving path; empty hypothesis", utt, w)
+                    hyps[w].append(utt)
+                    continue
+                path = read_best_path(lattice)
+                hyps[w].append(" ".join([utt] + [graph.words.get(x, f"#{x}") for x in path.words]))
+                ctms[w].extend(ctm_lines(utt, path, graph.words, graph.pdf_info, graph.silence,
+                                         graph.prons))
+            if progress is not None:
+                progress(1)
+        part = job_dir(cfg, job)
+        for w in cfg.lmwts:
+            write_text(part / f"hyp.{lmwt_name(w)}.txt", "".join(h + "\n" for h in hyps[w]))
+            write_text(part / f"ctm.{lmwt_name(w)}.ctm", "".join(c + "\n" for c in ctms[w]))
+        write_text(part / "stats.json", json.dumps(asdict(stats)) + "\n")
+        log.info("job %d: %d utterances, %d frames, scoring %.2fs, decoding %.2fs (%d passes)",
+                 job, stats.utterances, stats.frames, stats.score_seconds, stats.decode_seconds,
+                 len(cfg.lmwts))
+        return stats
+    finally:
+        logging.getLogger("asrtrain").removeHandler(handler)
+        handler.close()
+
+
+def job_dir(cfg: DecodeConfig, job: int) -> Path:
+    return cfg.out / f"split{cfg.nj}" / str(job)
+
+
+def _job_log(out: Path, job: int) -> logging.Handler:
+    from asrtrain.core.runlog import LOG_FORMAT
+
+    (out / "log").mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(out / "log" / f"decode.{job}.log", mode="w", encoding="utf-8")
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger("asrtrain")
+    root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+    return handler
+
+
+def _worker(job: int, utts: list[str], cfg: DecodeConfig, queue: Any) -> None:
+    """A spawned job: one thread, progress and the result (or the error) through ``queue``."""
+    import torch
+
+    from asrtrain.core.errors import AsrtrainError
+
+    torch.set_num_threads(1)
+    try:
+        stats = run_job(job, utts, cfg, progress=lambda n: queue.put(("progress", job, n)))
+        queue.put(("done", job, asdict(stats)))
+    except AsrtrainError as exc:
+        queue.put(("error", job, str(exc)))
+    except BaseException as exc:  # a bug: keep the type in the message
+        queue.put(("error", job, f"{type(exc).__name__}: {exc}"))
+
+
+def run_jobs(cfg: DecodeConfig, jobs: list[list[str]], total: int) -> list[JobStats]:
+    """All jobs, in this process when there is one, else in spawned processes."""
+    from asrtrain.core.progress import Progress
+
+    with Progress("decode", total=total, unit="utt") as bar:
+        if len(jobs) == 1:
+            return [run_job(0, jobs[0], cfg, progress=bar.advance)]
+        ctx = mp.get_context("spawn")
+        queue = ctx.Queue()
+        procs = [ctx.Process(target=_worker, args=(j, utts, cfg, queue), daemon=True)
+                 for j, utts in enumerate(jobs)]
+        for p in procs:
+            p.start()
+        results: dict[int, JobStats] = {}
+        error = None
+        try:
+            while len(results) < len(procs) and error is None:
+                try:
+                    kind, job, payload = queue.get(timeout=5)
+                except Exception:
+                    dead = [j for j, p in enumerate(procs) if not p.is_alive() and j not in results]
+                    if dead and queue.empty():
+                        error = f"decode job {dead[0]} died (exit code {procs[dead[0]].exitcode})"
+                    continue
+                if kind == "progress":
+                    bar.advance(payload)
+                elif kind == "done":
+                    results[job] = JobStats(**payload)
+                else:
+                    error = f"decode job {job}: {payload} (see {cfg.out}/log/decode.{job}.log)"
+        finally:
+            for p in procs:
+                if error is not None and p.is_alive():
+                    p.terminate()
+                p.join()
+        if error is not None:
+            raise InputError(error)
+        return [results[j] for j in range(len(procs))]
+
+
+def decode(cfg: DecodeConfig) -> dict[str, Any]:
+    """Decode every utterance of DATA (or of the oracle alignments); returns the figures."""
+    from asrtrain.core.atomic import atomic_path
+
+    if cfg.nj < 1:
+        raise ConfigError(f"--nj must be at least 1, got {cfg.nj}")
+    graph = GraphInfo.load(cfg.graph)
+    scorer = make_scorer(cfg, graph.num_pdfs)
+    check_identity(cfg, graph, scorer)
+    utts = scorer.utterances()
+    if not utts:
+        raise InputError("no utterances to decode", cfg.oracle or cfg.data)
+    del scorer
+    nj = min(cfg.nj, len(utts))
+    cfg.nj = nj
+    log.info("decoding %d utterances (%d frames) in %d jobs, LM weights %s; graph %s", len(utts),
+             sum(n for _, n in utts), nj, [lmwt_name(w) for w in cfg.lmwts],
+             ", ".join(f"{k} {v[0]} states {v[1]} arcs" for k, v in graph.sizes.items()
+                       if k in ("G", "HCLG")))
+    stats = run_jobs(cfg, split_jobs(utts, nj), len(utts))
+    for w in cfg.lmwts:
+        name = lmwt_name(w)
+        for kind, ext in (("hyp", "txt"), ("ctm", "ctm")):
+            parts = [job_dir(cfg, j) / f"{kind}.{name}.{ext}" for j in range(nj)]
+            with atomic_path(cfg.out / kind / f"{name}.{ext}") as tmp:
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    for p in parts:
+                        fh.write(p.read_text(encoding="utf-8"))
+    figures = summarize(cfg, stats)
+    if cfg.text is not None:
+        figures["ref_oov_tokens"] = copy_reference(cfg.text, cfg.out / "ref.txt", graph.words,
+                                                  {u for u, _ in utts})
+    write_text(cfg.out / "decode_stats.json", json.dumps(figures, indent=2) + "\n")
+    return figures
+
+
+def summarize(cfg: DecodeConfig, stats: list[JobStats]) -> dict[str, Any]:
+    """Totals over jobs and the real-time factors (one core per job)."""
+    frames = sum(s.frames for s in stats)
+    audio = frames * 0.01
+    passes = len(cfg.lmwts)
+    dec = sum(s.decode_seconds for s in stats)
+    score = sum(s.score_seconds for s in stats)
+    failed = sorted({u for s in stats for u in s.failed})
+    figures = {"utterances": sum(s.utterances for s in stats), "frames": frames,
+               "audio_seconds": audio, "lmwts": [lmwt_name(w) for w in cfg.lmwts],
+               "rtf_decode_per_lmwt": dec / passes / audio if audio else None,
+               "rtf_scoring": score / audio if audio else None,
+               "not_final": sum(s.not_final for s in stats), "failed": failed}
+    log.info("real-time factor on one core: decoding %.4f per LM weight (%d weights), "
+             "scoring %.4f", figures["rtf_decode_per_lmwt"] or 0.0, passes,
+             figures["rtf_scoring"] or 0.0)
+    if figures["not_final"]:
+        log.warning("%d decodes ended without reaching a final state", figures["not_final"])
+    if failed:
+        log.warning("%d utterances got an empty hypothesis (no surviving path): %s", len(failed),
+                    ", ".join(failed[:5]))
+    return figures
+
+
+def copy_reference(text: Path, dest: Path, words: dict[int, str], decoded: set[str]) -> int:
+    """Copy ``--text`` to ``ref.txt``; count (and name) words the lexicon lacks."""
+    if not Path(text).exists():
+        raise InputError("reference text not found", text)
+    vocab = set(words.values())
+    lines = Path(text).read_text(encoding="utf-8").splitlines()
+    oov, where = 0, []
+    refs = set()
+    for line in lines:
+        parts = line.split()
+        if not parts:
+            continue
+        refs.add(parts[0])
+        missing = [w for w in parts[1:] if w not in vocab]
+        if missing:
+            oov += len(missing)
+            where.append(f"{parts[0]}: {missing[0]}")
+    write_text(dest, "\n".join(lines) + "\n")
+    if oov:
+        log.warning("%s: %d reference words in %d utterances are not in the lexicon (they cannot be "
+                    "recognised and count as errors), e.g. %s", text, oov, len(where), "; ".join(where[:3]))
+    if decoded - refs:
+        log.warning("%d decoded utterances have no reference in %s", len(decoded - refs), text)
+    return oov

@@ -1,0 +1,137 @@
+"""Acoustic scores for the decoder: log posterior − log prior, per frame and pdf.
+
+The network saw 21-frame chunks in training, so it is run on the very same chunks of the
+archive (``read_chunks`` of the utterance, padding cut afterwards): a BLSTM's outputs
+depend on the context it was given. Oracle scores (0 for the aligned pdf, a low value
+elsewhere) test the graph and the decoder without a model.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from asrtrain.core.errors import InputError
+
+log = logging.getLogger("asrtrain.decode")
+ORACLE_LOW = -20.0
+
+
+def check_scores(utt: str, scores: np.ndarray, num_pdfs: int, where: Any = None) -> np.ndarray:
+    """Reject a matrix with the wrong pdf dimension or non-finite values, naming the utterance."""
+    if scores.ndim != 2 or scores.shape[1] != num_pdfs:
+        raise InputError(f"utterance {utt}: scores have shape {tuple(scores.shape)}, the graph has "
+                         f"{num_pdfs} pdfs", where)
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        t = int(np.argwhere(bad)[0][0])
+        raise InputError(f"utterance {utt}: {int(bad.sum())} non-finite scores (first at frame {t})",
+                         where)
+    return scores
+
+
+def oracle_loglikes(pdf_ali: np.ndarray, num_pdfs: int, utt: str = "?", low: float = ORACLE_LOW
+                    ) -> np.ndarray:
+    """Scores of a perfect model: 0 for the aligned pdf, ``low`` for every other."""
+    ali = np.asarray(pdf_ali).reshape(-1)
+    if ali.size and (ali.min() < 0 or ali.max() >= num_pdfs):
+        raise InputError(f"utterance {utt}: pdf id {int(ali.max())} outside [0, {num_pdfs}) of the graph")
+    out = np.full((ali.size, num_pdfs), low, dtype=np.float32)
+    out[np.arange(ali.size), ali] = 0.0
+    return out
+
+
+class OracleScorer:
+    """Scores from pdf alignments (``--oracle ALI.scp``)."""
+
+    def __init__(self, ali_scp: Path, num_pdfs: int) -> None:
+        import kaldiio
+
+        self.path = Path(ali_scp)
+        if not self.path.exists():
+            raise InputError("alignment scp not found", self.path)
+        self.table = kaldiio.load_scp(str(self.path))
+        self.num_pdfs = num_pdfs
+
+    def utterances(self) -> list[tuple[str, int]]:
+        """(utt, frames) of every alignment."""
+        return [(u, int(np.asarray(self.table[u]).size)) for u in self.table]
+
+    def __call__(self, utt: str) -> np.ndarray:
+        return oracle_loglikes(self.table[utt], self.num_pdfs, utt)
+
+
+def log_priors(priors: np.ndarray | None, num_pdfs: int, where: Any) -> np.ndarray:
+    """log p(pdf), zeros floored at half the smallest seen prior (pdfs never trained)."""
+    if priors is None:
+        log.warning("%s has no state priors: decoding with posteriors, not likelihoods", where)
+        return np.zeros(num_pdfs, dtype=np.float32)
+    p = np.asarray(priors, dtype=np.float64).reshape(-1)
+    if p.size != num_pdfs:
+        raise InputError(f"{p.size} priors for {num_pdfs} pdfs", where)
+    positive = p[p > 0]
+    if positive.size == 0:
+        raise InputError("all state priors are zero", where)
+    unseen = int((p <= 0).sum())
+    if unseen:
+        log.warning("%s: %d pdfs have a zero prior (never in training); floored", where, unseen)
+    p = np.maximum(p, positive.min() / 2) / p.sum()
+    return np.log(p).astype(np.float32)
+
+
+class ModelScorer:
+    """log posterior − log prior of a ``final.pt`` on the utterances of an archive."""
+
+    def __init__(self, model_path: Path, archive_path: Path, num_pdfs: int) -> None:
+        import torch
+
+        from asrtrain.data.archive import Archive
+        from asrtrain.model.io import load_final
+
+        self.final = load_final(model_path)
+        self.model_path = Path(model_path)
+        if self.final.config.num_pdfs != num_pdfs:
+            raise InputError(f"the model has {self.final.config.num_pdfs} outputs, the graph "
+                             f"{num_pdfs} pdfs: graph and model come from different trees",
+                             model_path)
+        self.archive = Archive(archive_path)
+        if self.archive.feat_dim != self.final.config.input_dim:
+            raise InputError(f"archive features have dim {self.archive.feat_dim}, the model takes "
+                             f"{self.final.config.input_dim}", archive_path)
+        self.log_prior = torch.from_numpy(log_priors(self.final.priors, num_pdfs, model_path))
+        self.num_pdfs = num_pdfs
+        self._where = {u: (f, n, t) for u, f, n, t in self.archive.utterances}
+
+    def utterances(self) -> list[tuple[str, int]]:
+        """(utt, frames) in archive order."""
+        return [(u, t) for u, (_, _, t) in self._where.items()]
+
+    def __call__(self, utt: str) -> np.ndarray:
+        import torch
+
+        first, count, frames = self._where[utt]
+        feats, _ = self.archive.read_chunks(first, first + count)
+        with torch.inference_mode():
+            logits = self.final.model(torch.from_numpy(feats.astype(np.float32)))
+            if logits.shape[-1] != self.num_pdfs:
+                raise InputError(f"utterance {utt}: the model gives {logits.shape[-1]} outputs, the "
+                                 f"graph has {self.num_pdfs} pdfs", self.model_path)
+            scores = torch.log_softmax(logits.float(), dim=-1).reshape(-1, self.num_pdfs)[:frames]
+            scores = scores - self.log_prior
+        return scores.numpy()
+
+
+def model_tree_id(meta: dict[str, Any]) -> str | None:
+    """The tree id a model was trained for: in its metadata, or beside its archive's targets."""
+    if meta.get("tree_id"):
+        return str(meta["tree_id"])
+    options = (meta.get("archive_header") or {}).get("options") or {}
+    ali = options.get("ali") if isinstance(options, dict) else None
+    if ali:
+        marker = Path(str(ali)).parent / "tree_id"
+        if marker.exists():
+            return marker.read_text(encoding="utf-8").strip()
+    return None

@@ -1,0 +1,209 @@
+"""The decoding graph HCLG, built with kaldifst in Kaldi's order (``mkgraph.sh``).
+
+LG = min(det*(L_disambig ∘ G)) in the log semiring; CLG = C ∘ LG by ``compose_context``
+(cross-word triphones); H maps each context window of CLG to its pdf sequence, without
+self-loops; HCLG = min(det*(H ∘ CLG)) with the disambiguation symbols then removed; the
+HMM self-loops are added last, because a graph with self-loops is not determinizable.
+
+H's arcs carry the pdf of the state they *enter* (input label pdf+1), so a graph state
+entered by pdf k is "in" k and takes k's self-loop (Kaldi's reordered self-loops). A
+state entered by arcs of different pdfs (minimization merges equal futures) is first
+split, one copy per pdf, as Kaldi's ``MakePrecedingInputSymbolsSameClass`` does.
+kaldifst has no relabel or rmsymbols, so those steps go through the text form.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from asrtrain.lang.tree import ContextTree
+
+log = logging.getLogger("asrtrain.lang.graph")
+SELF_LOOP_SCALE = 0.1
+
+
+@dataclass
+class Arcs:
+    """An FST as arrays: what the text-form passes edit."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    il: np.ndarray
+    ol: np.ndarray
+    w: np.ndarray
+    finals: dict[int, float]
+    start: int
+
+
+def fst_to_arcs(fst) -> Arcs:  # fst: kaldifst.StdVectorFst
+    """Parse ``fst.to_str()`` into arrays."""
+    rows, finals = [], {}
+    for line in fst.to_str(show_weight_one=True).splitlines():
+        p = line.split()
+        if len(p) >= 4:
+            rows.append((int(p[0]), int(p[1]), int(p[2]), int(p[3]), float(p[4]) if len(p) > 4 else 0.0))
+        elif p:
+            finals[int(p[0])] = float(p[1]) if len(p) > 1 else 0.0
+    a = np.array(rows, dtype=np.float64).reshape(-1, 5)
+    return Arcs(src=a[:, 0].astype(np.int64), dst=a[:, 1].astype(np.int64), il=a[:, 2].astype(np.int64),
+                ol=a[:, 3].astype(np.int64), w=a[:, 4], finals=finals, start=int(fst.start))
+
+
+def arcs_to_fst(arcs: Arcs):
+    """Compile arrays back into a StdVectorFst (the start state's arcs first)."""
+    import kaldifst
+
+    order = np.argsort(arcs.src != arcs.start, kind="stable")
+    lines = [f"{s} {d} {i} {o} {w:.6g}" for s, d, i, o, w in zip(
+        arcs.src[order].tolist(), arcs.dst[order].tolist(), arcs.il[order].tolist(),
+        arcs.ol[order].tolist(), arcs.w[order].tolist())]
+    if not lines or arcs.src[order[0]] != arcs.start:
+        if arcs.start not in arcs.finals:
+            from asrtrain.core.errors import AsrtrainError
+            raise AsrtrainError("the graph is empty (no path from the start state)")
+        lines.insert(0, f"{arcs.start} {arcs.finals[arcs.start]:.6g}")
+    lines += [f"{s} {w:.6g}" for s, w in arcs.finals.items()]
+    fst = kaldifst.compile("\n".join(lines) + "\n", keep_state_numbering=False)
+    kaldifst.connect(fst)
+    return fst
+
+
+def h_transducer_text(ilabels: list[list[int]], tree: ContextTree, disambig_base: int) -> str:
+    """H without self-loops: ilabel j of CLG → its pdf sequence (labels pdf+1).
+
+    A one-element window ``[-k]`` (or ``[0]``, Kaldi's #-1) is a disambiguation symbol;
+    it becomes input label ``disambig_base + k`` and is removed after determinization.
+    """
+    topo = tree.topo
+    lines: list[str] = []
+    nxt = 1
+    for j, window in enumerate(ilabels):
+        if j == 0:
+            continue
+        if len(window) == 1 and window[0] <= 0:
+            lines.append(f"0 0 {disambig_base - window[0]} {j}")
+            continue
+        left, phone, right = window
+        s_count = topo.num_states[phone]
+        pdfs = [tree.pdf(left, phone, right, s) for s in range(s_count)]
+        q = list(range(nxt, nxt + s_count))
+        nxt += s_count
+        lines.append(f"0 {q[0]} {pdfs[0] + 1} {j}")
+        for s in range(s_count):
+            for dest, prob in topo.forward(phone, s).items():
+                cost = -math.log(prob)
+                if dest == s_count:
+                    lines.append(f"{q[s]} 0 0 0 {cost:.6g}")
+                else:
+                    lines.append(f"{q[s]} {q[dest]} {pdfs[dest] + 1} 0 {cost:.6g}")
+    lines.append("0")
+    return "\n".join(lines) + "\n"
+
+
+def add_self_loops(arcs: Arcs, self_loop: np.ndarray, scale: float = SELF_LOOP_SCALE) -> Arcs:
+    """Split states entered by several pdfs, then give each state its pdf's self-loop.
+
+    ``self_loop[pdf]`` is the loop probability; the loop costs −scale·ln p and every way
+    out of the state (arcs and final weight) gains −scale·ln(1−p), as Kaldi's
+    ``add-self-loops`` with ``--self-loop-scale``.
+    """
+    n_states = int(max(arcs.src.max(initial=0), arcs.dst.max(initial=0), arcs.start,
+                       max(arcs.finals, default=0))) + 1
+    cls_of_state = np.full(n_states, -1, dtype=np.int64)   # -1: not entered yet
+    cls_of_state[arcs.start] = 0
+    copy: dict[tuple[int, int], int] = {}
+    for d, c in zip(arcs.dst.tolist(), arcs.il.tolist()):
+        have = cls_of_state[d]
+        if have == -1:
+            cls_of_state[d] = c
+        elif have != c and (d, c) not in copy:
+            copy[(d, c)] = n_states
+            n_states += 1
+    new_dst = np.array([copy.get((d, c), d) for d, c in zip(arcs.dst.tolist(), arcs.il.tolist())],
+                       dtype=np.int64)
+    cls = np.concatenate([np.maximum(cls_of_state, 0), np.zeros(len(copy), dtype=np.int64)])
+    parts = [(arcs.src, new_dst, arcs.il, arcs.ol, arcs.w)]
+    finals = dict(arcs.finals)
+    if copy:
+        by_src = np.argsort(arcs.src, kind="stable")
+        bounds = np.searchsorted(arcs.src[by_src], np.arange(cls_of_state.size + 1))
+        for (q, c), new in copy.items():
+            cls[new] = c
+            idx = by_src[bounds[q]:bounds[q + 1]]
+            parts.append((np.full(idx.size, new), new_dst[idx], arcs.il[idx], arcs.ol[idx], arcs.w[idx]))
+            if q in finals:
+                finals[new] = finals[q]
+    src, dst, il, ol, w = (np.concatenate(x) for x in zip(*parts))
+    pdf = cls - 1
+    has_loop = pdf >= 0
+    p = np.where(has_loop, self_loop[np.maximum(pdf, 0)], 0.0)
+    loop_cost = np.where(has_loop, -scale * np.log(np.maximum(p, 1e-10)), 0.0)
+    exit_cost = np.where(has_loop, -scale * np.log(np.maximum(1.0 - p, 1e-10)), 0.0)
+    w = w + exit_cost[src]
+    finals = {s: fw + float(exit_cost[s]) for s, fw in finals.items()}
+    loops = np.flatnonzero(has_loop)
+    return Arcs(src=np.concatenate([src, loops]), dst=np.concatenate([dst, loops]),
+                il=np.concatenate([il, cls[loops]]), ol=np.concatenate([ol, np.zeros_like(loops)]),
+                w=np.concatenate([w, loop_cost[loops]]), finals=finals, start=arcs.start)
+
+
+def size(fst) -> tuple[int, int]:
+    """(states, arcs) of an FST."""
+    n_arcs = sum(fst.num_arcs(s) for s in range(fst.num_states))
+    return fst.num_states, n_arcs
+
+
+def build_lg(L_disambig, G):
+    """LG = min(det*(L ∘ G)) in the log semiring."""
+    import kaldifst
+
+    kaldifst.arcsort(L_disambig, sort_type="olabel")
+    kaldifst.arcsort(G, sort_type="ilabel")
+    lg = kaldifst.compose(L_disambig, G)
+    kaldifst.determinize_star(lg, use_log=True)
+    kaldifst.minimize_encoded(lg)
+    kaldifst.arcsort(lg, sort_type="ilabel")
+    return lg
+
+
+def build_hclg(lg, tree: ContextTree, disambig_phones: list[int], sizes: dict[str, tuple[int, int]],
+               self_loop_scale: float = SELF_LOOP_SCALE):
+    """HCLG from LG: context, H, determinize, drop disambiguation, minimize, self-loops."""
+    import kaldifst
+
+    t0 = time.time()
+    clg, ilabels = kaldifst.compose_context(disambig_phones, 3, 1, lg)
+    kaldifst.arcsort(clg, sort_type="ilabel")
+    sizes["CLG"] = size(clg)
+    disambig_base = tree.num_pdfs + 1
+    h = kaldifst.compile(h_transducer_text(ilabels, tree, disambig_base))
+    kaldifst.arcsort(h, sort_type="olabel")
+    sizes["Ha"] = size(h)
+    hclg = kaldifst.compose(h, clg)
+    kaldifst.determinize_star(hclg, use_log=True)
+    arcs = fst_to_arcs(hclg)
+    arcs.il[arcs.il >= disambig_base] = 0
+    hclg = arcs_to_fst(arcs)
+    kaldifst.minimize_encoded(hclg)
+    sizes["HCLGa"] = size(hclg)
+    self_loop = np.array([tree.topo.self_loop(ph, st) for ph, st in tree.pdf_info])
+    hclg = arcs_to_fst(add_self_loops(fst_to_arcs(hclg), self_loop, self_loop_scale))
+    kaldifst.arcsort(hclg, sort_type="ilabel")
+    sizes["HCLG"] = size(hclg)
+    log.info("HCLG built in %.1fs: %s", time.time() - t0,
+             ", ".join(f"{k} {s} states {a} arcs" for k, (s, a) in sizes.items()))
+    return hclg, ilabels
+
+
+def write_fst(fst, path: Path) -> None:
+    """Write an FST atomically."""
+    from asrtrain.core.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        fst.write(str(tmp))

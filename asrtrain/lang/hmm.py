@@ -1,0 +1,111 @@
+"""HMM topology and transition probabilities, estimated from phone alignments.
+
+Each phone is a left-to-right HMM (3 states by default; silence has its own entry and
+its own probabilities). A phone is split uniformly into its states, frame t of an
+n-frame segment going to state ⌊t·S/n⌋, so a segment shorter than S frames visits only
+the first states and leaves early: besides the self-loop and the step to the next state,
+every state may exit the phone. The probabilities are counts of those moves in the
+training alignments plus small pseudo-counts, so unseen phones still have a usable HMM.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+# pseudo-counts added to the counted moves: self-loop, next state, early exit, last exit
+PRIOR = {"self": 1.0, "next": 1.0, "early_exit": 0.05, "exit": 1.0}
+
+
+def segments(ali: np.ndarray) -> list[tuple[int, int, int]]:
+    """Runs of equal phone ids in a frame alignment: ``(phone, start, length)``."""
+    ali = np.asarray(ali)
+    if ali.size == 0:
+        return []
+    cuts = np.flatnonzero(np.diff(ali)) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [ali.size]))
+    return [(int(ali[s]), int(s), int(e - s)) for s, e in zip(starts, ends)]
+
+
+def state_split(n: int, num_states: int) -> np.ndarray:
+    """The state of each of ``n`` frames under the uniform split ⌊t·S/n⌋."""
+    return (np.arange(n) * num_states) // n
+
+
+@dataclass
+class Topology:
+    """Per phone: number of states and, per state, ``{dest: prob}`` (dest == S is the exit)."""
+
+    num_states: dict[int, int]
+    trans: dict[int, list[dict[int, float]]]
+
+    def self_loop(self, phone: int, state: int) -> float:
+        """The self-loop probability of a state (the decoder's duration model)."""
+        return self.trans[phone][state].get(state, 0.0)
+
+    def forward(self, phone: int, state: int) -> dict[int, float]:
+        """Moves out of a state, renormalised without the self-loop (what H carries)."""
+        moves = {d: p for d, p in self.trans[phone][state].items() if d != state}
+        total = sum(moves.values())
+        return {d: p / total for d, p in moves.items()}
+
+    def to_json(self) -> dict:
+        return {"num_states": {str(k): v for k, v in self.num_states.items()},
+                "trans": {str(k): [{str(d): p for d, p in st.items()} for st in v]
+                          for k, v in self.trans.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Topology:
+        return cls(num_states={int(k): int(v) for k, v in data["num_states"].items()},
+                   trans={int(k): [{int(d): float(p) for d, p in st.items()} for st in v]
+                          for k, v in data["trans"].items()})
+
+
+def count_moves(alignments: Iterable[np.ndarray], num_states: dict[int, int]
+                ) -> dict[int, np.ndarray]:
+    """Per phone a ``[S, S+1]`` matrix of counted moves under the uniform split."""
+    counts = {p: np.zeros((s, s + 1)) for p, s in num_states.items()}
+    for ali in alignments:
+        for phone, _, n in segments(ali):
+            s_count = num_states.get(phone)
+            if s_count is None:
+                continue
+            st = state_split(n, s_count)
+            c = counts[phone]
+            np.add.at(c, (st[:-1], st[1:]), 1.0)
+            c[st[-1], s_count] += 1.0
+    return counts
+
+
+def estimate_topology(alignments: Iterable[np.ndarray], phones: Iterable[int],
+                      states: int = 3, sil_phones: Iterable[int] = (), sil_states: int = 3
+                      ) -> Topology:
+    """Topology and transition probabilities from frame-level phone alignments."""
+    sil = set(sil_phones)
+    num_states = {p: (sil_states if p in sil else states) for p in phones}
+    counts = count_moves(alignments, num_states)
+    trans: dict[int, list[dict[int, float]]] = {}
+    for phone, s_count in num_states.items():
+        rows = []
+        for s in range(s_count):
+            moves = {s: PRIOR["self"]}
+            if s + 1 < s_count:
+                moves[s + 1] = PRIOR["next"]
+                moves[s_count] = PRIOR["early_exit"]
+            else:
+                moves[s_count] = PRIOR["exit"]
+            for d in moves:
+                moves[d] += counts[phone][s, d]
+            total = sum(moves.values())
+            rows.append({d: c / total for d, c in moves.items()})
+        trans[phone] = rows
+    return Topology(num_states=num_states, trans=trans)
+
+
+def neg_log(p: float) -> float:
+    """A cost: −ln p (tropical weight)."""
+    return -math.log(p)

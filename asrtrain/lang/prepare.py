@@ -1,0 +1,157 @@
+"""``prepare lang``: from a dict dir, LM text and phone alignments to a lang dir and HCLG.
+
+Writes (contract 6): phones.txt, words.txt, L.fst, L_disambig.fst, lm.arpa, G.fst, tree
+(+ tree.pdfs.txt, tree_id), num_pdfs, pdf_ali/{split}.{ark,scp}, graph/ (HCLG.fst with
+input labels pdf+1, words.txt, phones.txt, tree, align_lexicon.txt, info.json).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
+from asrtrain.core.atomic import atomic_path, write_text
+from asrtrain.core.errors import InputError
+from asrtrain.lang import graph as graphs
+from asrtrain.lang.hmm import estimate_topology
+from asrtrain.lang.lexicon import (UNK, align_lexicon_text, lexicon_fst, phone_table, read_dict_dir,
+                                   read_symbols, word_table, write_symbols)
+from asrtrain.lang.lm import estimate, perplexity, write_arpa
+from asrtrain.lang.pdf_ali import read_alignments, write_pdf_alignments
+from asrtrain.lang.tree import build_tree, pdf_table_text
+
+log = logging.getLogger("asrtrain.lang")
+SPLITS = ("train", "dev", "test")
+
+
+def read_sentences(path: Path, has_ids: bool) -> list[list[str]]:
+    """Upper-case word lists of an LM text (one sentence per line) or a Kaldi ``text``."""
+    if not Path(path).exists():
+        raise InputError("file not found", path)
+    out = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        words = line.upper().split()
+        if has_ids:
+            words = words[1:]
+        if words:
+            out.append(words)
+    return out
+
+
+def map_oov(sentences: list[list[str]], vocab: set[str], what: Path) -> tuple[list[list[str]], int]:
+    """Replace words missing from the lexicon by ``<UNK>``; count and log them."""
+    oov: Counter[str] = Counter()
+    mapped = []
+    for words in sentences:
+        row = []
+        for w in words:
+            if w in vocab:
+                row.append(w)
+            else:
+                oov[w] += 1
+                row.append(UNK)
+        mapped.append(row)
+    n = sum(oov.values())
+    if n:
+        log.warning("%s: %d tokens (%d distinct words) are not in the lexicon and were mapped to %s,"
+                    " e.g. %s", what, n, len(oov), UNK, ", ".join(w for w, _ in oov.most_common(5)))
+    return mapped, n
+
+
+def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order: int = 4,
+                 num_pdfs: int = 2000, min_count: str | None = None, states: int = 3) -> dict:
+    """Build the whole lang directory and the graph; returns the figures it logged."""
+    t0 = time.time()
+    out.mkdir(parents=True, exist_ok=True)
+    phones_txt = ali_dir / "phones.txt"
+    lex = read_dict_dir(dict_dir, phones_txt if phones_txt.exists() else None)
+    ptab, wtab = phone_table(lex), word_table(lex)
+    write_symbols(out / "phones.txt", ptab)
+    write_symbols(out / "words.txt", wtab)
+    write_text(out / "align_lexicon.txt", align_lexicon_text(lex))
+    disambig_ids = [i for p, i in ptab.items() if p.startswith("#")]
+    write_text(out / "disambig_phones.int", "".join(f"{i}\n" for i in disambig_ids))
+    L, L_disambig = lexicon_fst(lex, False), lexicon_fst(lex, True)
+    graphs.write_fst(L, out / "L.fst")
+    graphs.write_fst(L_disambig, out / "L_disambig.fst")
+    figures: dict = {"words": len(lex.words), "prons": len(lex.prons), "disambig": lex.num_disambig}
+
+    vocab = set(lex.words)
+    sentences, figures["lm_oov_tokens"] = map_oov(read_sentences(lm_text, False), vocab, lm_text)
+    lm = estimate(sentences, order=order, vocab=vocab, min_count=min_count)
+    write_arpa(out / "lm.arpa", lm)
+    figures["ngrams"] = [len(p) for p in lm.prob]
+    figures["discounts"] = [list(map(float, d)) for d in lm.discounts]
+    log.info("LM: order %d, n-grams %s, discounts %s", order, figures["ngrams"],
+             [tuple(round(x, 3) for x in d) for d in lm.discounts])
+    dev_text = ali_dir / "dev" / "text"
+    if dev_text.exists():
+        ppl, scored, oov = perplexity(lm, read_sentences(dev_text, True))
+        figures["dev_perplexity"] = ppl
+        log.info("LM: dev perplexity %.1f over %d tokens (%d OOV not scored)", ppl, scored, oov)
+    g_path = out / "G.fst"
+    _arpa_to_g(out / "lm.arpa", out / "words.txt", g_path)
+
+    train_scp = ali_dir / "train" / "ali.scp"
+    alis = [a for _, a in read_alignments(train_scp)]
+    if not alis:
+        raise InputError("no training alignments", train_scp)
+    sil_ids = [lex.phones[lex.silence]]
+    topo = estimate_topology(alis, lex.phones.values(), states=states, sil_phones=sil_ids)
+    tree, _ = build_tree(alis, topo, ci_phones=sil_ids, num_pdfs=num_pdfs)
+    del alis
+    tree_id = tree.identity()
+    write_text(out / "tree", json.dumps(tree.to_json()) + "\n")
+    write_text(out / "tree.pdfs.txt", pdf_table_text(tree, {i: p for p, i in lex.phones.items()}))
+    write_text(out / "tree_id", tree_id + "\n")
+    write_text(out / "num_pdfs", f"{tree.num_pdfs}\n")
+    figures.update(num_pdfs=tree.num_pdfs, tree_id=tree_id)
+
+    (out / "pdf_ali").mkdir(exist_ok=True)
+    for split in SPLITS:
+        scp = ali_dir / split / "ali.scp"
+        if scp.exists():
+            write_pdf_alignments(scp, tree, out / "pdf_ali" / split)
+    write_text(out / "pdf_ali" / "tree_id", tree_id + "\n")
+
+    import kaldifst
+
+    sizes: dict[str, tuple[int, int]] = {}
+    G = kaldifst.StdVectorFst.read(str(g_path))
+    sizes["G"] = graphs.size(G)
+    lg = graphs.build_lg(L_disambig, G)
+    sizes["LG"] = graphs.size(lg)
+    hclg, _ = graphs.build_hclg(lg, tree, disambig_ids, sizes)
+    with atomic_path(out / "graph") as tmp:
+        tmp.mkdir()
+        hclg.write(str(tmp / "HCLG.fst"))
+        for name in ("words.txt", "phones.txt", "tree", "tree_id", "align_lexicon.txt"):
+            shutil.copyfile(out / name, tmp / name)
+        info = {"tree_id": tree_id, "num_pdfs": tree.num_pdfs, "sizes": sizes,
+                "silence": lex.silence, "self_loop_scale": graphs.SELF_LOOP_SCALE}
+        write_text(tmp / "info.json", json.dumps(info, indent=2) + "\n")
+    figures["sizes"] = sizes
+    for k, (s, a) in sizes.items():
+        log.info("graph size %-6s %9d states %10d arcs", k, s, a)
+    log.info("prepare lang done in %.1fs", time.time() - t0)
+    return figures
+
+
+def _arpa_to_g(arpa: Path, words_txt: Path, g_path: Path) -> None:
+    """G.fst through kaldilm, ``#0`` on the back-off arcs, ``<s>``/``</s>`` as epsilons."""
+    import kaldilm
+
+    with atomic_path(g_path) as tmp:
+        kaldilm.arpa2fst(str(arpa), str(tmp), disambig_symbol="#0",
+                         read_symbol_table=str(words_txt))
+        if not Path(tmp).exists():
+            raise InputError("kaldilm could not convert the ARPA file", arpa)
+
+
+def load_words(path: Path) -> dict[int, str]:
+    """id → word of a words.txt."""
+    return {i: w for w, i in read_symbols(path).items()}
