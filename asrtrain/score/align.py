@@ -235,7 +235,7 @@ class Counts:
         self.sent_err += other.sent_err
         return self
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, float | int | None]:
         return {"sentences": self.sent, "words": self.words, "correct": self.cor,
                 "substitutions": self.sub, "deletions": self.dele, "insertions": self.ins,
                 "errors": self.err, "sentence_errors": self.sent_err,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from asrtrain.core.atomic import write_text
-from asrtrain.score.align import CORRECT, DELETION, INSERTION, SUBSTITUTION, Counts, Pair
+from asrtrain.score.align import CORRECT, DELETION, INSERTION, SUBSTITUTION, Counts
 from asrtrain.score.bootstrap import Interval, bootstrap_wer
 from asrtrain.score.scorer import ScoreResult, UttScore
 
