@@ -1,0 +1,268 @@
+"""The gossip communication thread, and the heartbeat that tells a dead learner from a slow one.
+
+The compute thread hands the thread a snapshot of the weights after a step
+(:meth:`Gossip.begin_round`) and keeps computing. The thread waits until the
+round's partner has reached the same round (a store key per learner, polled, so a
+slow partner is waited for as long as it is alive), exchanges the snapshot with it
+(one symmetric send/receive on the gossip group), and prepares the delta
+``0.5 (partner − snapshot)``. The compute thread adds the delta between two steps
+(:meth:`Gossip.take_delta`), which keeps every local update made meanwhile:
+``x ← x + 0.5 (partner − snapshot)``. Each pair's deltas cancel, so the mean of the
+weights is kept (a doubly stochastic mixing matrix).
+
+H-ADPSGD: member ``j`` of a super-learner exchanges shard ``j`` of the flat weights
+with member ``j`` of the partner, then one ``all_gather`` on the super-learner's
+gossip group gives every member the whole delta; the members apply it at a step
+they agree on (see :mod:`asrtrain.distributed.strategy`), so they stay identical.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any
+
+import torch
+
+from asrtrain.core.errors import AsrtrainError
+from asrtrain.distributed.groups import Groups
+from asrtrain.distributed.topology import matching
+
+POLL_S = 0.002
+HEARTBEAT_S = 1.0
+
+
+def round_key(rank: int) -> str:
+    """Store key holding how many gossip rounds ``rank`` has started."""
+    return f"gossip/started/{rank}"
+
+
+class Heartbeat:
+    """A thread that bumps ``hb/<rank>`` every second, and the watcher of the others'.
+
+    A learner whose counter has not moved for ``timeout_s`` is dead or hung: every
+    wait in this package checks :meth:`check` and fails naming that rank.
+    """
+
+    def __init__(self, store: Any, rank: int, world_size: int, timeout_s: float) -> None:
+        self.store = store.clone() if hasattr(store, "clone") else store
+        self.watch_store = store.clone() if hasattr(store, "clone") else store
+        self.rank, self.world_size, self.timeout_s = rank, world_size, timeout_s
+        self._stop = threading.Event()
+        self._seen: dict[int, tuple[int, float]] = {}
+        self._lock = threading.Lock()
+        self.store.add(f"hb/{rank}", 1)
+        self._touched = time.monotonic()
+        self.free = True
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{rank}", daemon=True)
+        self._thread.start()
+
+    def touch(self) -> None:
+        """The compute thread made progress (a step, a poll in a wait)."""
+        self._touched = time.monotonic()
+
+    def _beat(self) -> None:
+        # Beat only while the compute thread moves: a learner stuck in a step for half
+        # the timeout is reported as hung, not only a dead process.
+        while not self._stop.wait(HEARTBEAT_S):
+            if not self.free and time.monotonic() - self._touched > self.timeout_s / 2:
+                continue
+            try:
+                self.store.add(f"hb/{self.rank}", 1)
+            except Exception:  # noqa: BLE001 - the store is gone: the job is ending
+                return
+
+    def check(self, ranks: list[int] | None = None) -> None:
+        """Raise naming the first rank whose heartbeat stopped more than ``timeout_s`` ago."""
+        now = time.monotonic()
+        with self._lock:
+            for r in range(self.world_size) if ranks is None else ranks:
+                if r == self.rank:
+                    continue
+                try:
+                    count = int(self.watch_store.add(f"hb/{r}", 0))
+                except Exception as exc:  # noqa: BLE001
+                    raise AsrtrainError(f"lost the rendezvous store while watching learner rank {r}: {exc}") from None
+                last = self._seen.get(r)
+                if last is None or last[0] != count:
+                    self._seen[r] = (count, now)
+                elif now - last[1] > self.timeout_s:
+                    raise AsrtrainError(
+                        f"learner rank {r} stopped responding (no heartbeat for {now - last[1]:.0f} s)"
+                    )
+
+    def stale(self, wait_s: float) -> list[int]:
+        """Ranks whose heartbeat does not move within ``wait_s`` (to name a failed peer)."""
+        first = {r: int(self.watch_store.add(f"hb/{r}", 0)) for r in range(self.world_size) if r != self.rank}
+        time.sleep(wait_s)
+        return [r for r, c in first.items() if int(self.watch_store.add(f"hb/{r}", 0)) == c]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+class Gossip:
+    """The background thread exchanging weights with one partner per round."""
+
+    def __init__(self, params: list[torch.Tensor], groups: Groups, store: Any, heartbeat: Heartbeat,
+                 topology: str = "ring", seed: int = 0, reshuffle_every: int = 4) -> None:
+        self.params = params
+        self.groups = groups
+        self.layout = groups.layout
+        self.store = store.clone() if hasattr(store, "clone") else store  # the thread's client
+        self.main_store = store.clone() if hasattr(store, "clone") else store  # the compute thread's
+        self.heartbeat = heartbeat
+        self.topology, self.seed, self.reshuffle_every = topology, seed, reshuffle_every
+        self.started = 0  # rounds begun by the compute thread
+        self.finished = 0  # rounds whose delta was taken
+        self.exchanged = 0  # rounds that talked to a partner (not sat out)
+        self.comm_s = 0.0
+        self.error: BaseException | None = None
+        self._todo: queue.Queue[tuple[int, torch.Tensor] | None] = queue.Queue()
+        self._done: queue.Queue[torch.Tensor | None] = queue.Queue()
+        self._ready: torch.Tensor | None = None
+        self._has_ready = False
+        self._stop = threading.Event()
+        self._nccl = torch.distributed.get_backend() == "nccl"
+        self._thread = threading.Thread(target=self._run, name=f"gossip-{self.layout.rank}", daemon=True)
+        self._thread.start()
+
+    # ----- compute-thread side -------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        """A round was begun and its delta not yet taken."""
+        return self.started > self.finished
+
+    def flat(self) -> torch.Tensor:
+        """A copy of the weights as one flat vector."""
+        return torch.cat([p.detach().reshape(-1) for p in self.params])
+
+    def begin_round(self) -> int:
+        """Snapshot the weights and hand round ``started`` to the thread; returns its number."""
+        self.raise_error()
+        rnd = self.started
+        self.started += 1
+        self.main_store.set(round_key(self.layout.rank), str(self.started))
+        self._todo.put((rnd, self.flat()))
+        return rnd
+
+    def ready(self) -> bool:
+        """Whether the delta of the round in flight is available (never blocks)."""
+        self.raise_error()
+        if not self._has_ready and not self._done.empty():
+            self._ready = self._done.get_nowait()
+            self._has_ready = True
+        return self._has_ready
+
+    def take_delta(self, wait: bool = False) -> None:
+        """Add the finished round's delta to the weights (between two steps)."""
+        if wait:
+            while not self.ready():
+                self.heartbeat.check()
+                time.sleep(POLL_S)
+        if not self.ready():
+            raise RuntimeError("take_delta called with no finished round")
+        delta, self._ready, self._has_ready = self._ready, None, False
+        self.finished += 1
+        if delta is not None:
+            with torch.no_grad():
+                offset = 0
+                for p in self.params:
+                    n = p.numel()
+                    p.add_(delta[offset:offset + n].view_as(p))
+                    offset += n
+
+    def drain(self) -> None:
+        """Wait for the round in flight, if any, and apply it."""
+        if self.busy:
+            self.take_delta(wait=True)
+
+    def raise_error(self) -> None:
+        if self.error is not None:
+            err, self.error = self.error, None
+            if isinstance(err, AsrtrainError):
+                raise err
+            raise AsrtrainError(f"gossip thread of learner rank {self.layout.rank} failed: {err}") from err
+
+    def close(self) -> None:
+        """Stop the thread (after the round in flight)."""
+        self._stop.set()
+        self._todo.put(None)
+        self._thread.join(timeout=30)
+
+    # ----- thread side -------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            item = self._todo.get()
+            if item is None:
+                return
+            rnd, snap = item
+            try:
+                self._done.put(self._round(rnd, snap))
+            except BaseException as exc:  # noqa: BLE001 - handed to the compute thread
+                self.error = exc
+                self._done.put(None)
+                return
+
+    def _partner_rank(self, rnd: int) -> int | None:
+        lay = self.layout
+        p = matching(lay.num_super, rnd, self.topology, self.seed, self.reshuffle_every)[lay.super_id]
+        return None if p is None else lay.counterpart(p)
+
+    def _wait_partner(self, partner: int, rnd: int) -> None:
+        """Poll the partner's round counter; a live but slow partner is waited for."""
+        key = round_key(partner)
+        last_check = 0.0
+        while True:
+            if self._stop.is_set():
+                raise AsrtrainError(f"gossip of learner rank {self.layout.rank} stopped while waiting for rank {partner}")
+            got = self.store.get(key) if self.store.check([key]) else b"0"
+            if int(got) > rnd:
+                return
+            now = time.monotonic()
+            if now - last_check > 0.5:
+                self.heartbeat.check([partner])
+                last_check = now
+            time.sleep(POLL_S)
+
+    def _round(self, rnd: int, snap: torch.Tensor) -> torch.Tensor | None:
+        partner = self._partner_rank(rnd)
+        if partner is None:
+            return None
+        self._wait_partner(partner, rnd)
+        t0 = time.perf_counter()
+        g = self.layout.group_size
+        if g == 1:
+            theirs = self._exchange(snap, partner)
+            delta = (theirs - snap).mul_(0.5)
+        else:
+            size = -(-snap.numel() // g)
+            padded = torch.zeros(size * g, dtype=snap.dtype, device=snap.device)
+            padded[: snap.numel()] = snap
+            mine = padded[self.layout.member * size:(self.layout.member + 1) * size].contiguous()
+            shard_delta = (self._exchange(mine, partner) - mine).mul_(0.5)
+            parts = [torch.empty_like(shard_delta) for _ in range(g)]
+            torch.distributed.all_gather(parts, shard_delta, group=self.groups.super_gossip)
+            delta = torch.cat(parts)[: snap.numel()]
+        self.exchanged += 1
+        self.comm_s += time.perf_counter() - t0
+        return delta
+
+    def _exchange(self, tensor: torch.Tensor, partner: int) -> torch.Tensor:
+        """One symmetric send/receive with ``partner`` on the gossip group."""
+        import torch.distributed as dist
+
+        out = torch.empty_like(tensor)
+        group = self.groups.gossip
+        if self._nccl:
+            ops = [dist.P2POp(dist.isend, tensor, partner, group), dist.P2POp(dist.irecv, out, partner, group)]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+        else:
+            send = dist.isend(tensor, partner, group=group)
+            recv = dist.irecv(out, partner, group=group)
+            send.wait()
+            recv.wait()
+        return out

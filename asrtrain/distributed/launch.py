@@ -1,0 +1,223 @@
+"""Where a worker is: rank and world from whichever launcher started it.
+
+torch reads only ``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT``; this
+module maps the environments of torchrun, MPICH (``PMI_*``), Open MPI
+(``OMPI_COMM_WORLD_*``) and Slurm (``SLURM_*``) onto them, initialises the default
+process group (gloo on CPU, NCCL on GPU), and starts ``--nproc`` local workers
+through torch's own elastic launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from asrtrain.core.errors import AsrtrainError, ConfigError
+
+DEFAULT_PORT = 29517
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A worker's place in the job, and how to reach rank 0's store."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str | None
+    master_port: int | None
+    launcher: str
+
+
+def expand_hostlist(spec: str) -> list[str]:
+    """Expand Slurm's compressed host list: ``n[01-03,7],gpu5`` → n01 n02 n03 n7 gpu5."""
+    hosts: list[str] = []
+    for item in _split_top(spec):
+        m = re.fullmatch(r"([^\[\]]*)\[([^\]]+)\](.*)", item)
+        if not m:
+            if "[" in item or "]" in item:
+                raise ConfigError(f"cannot parse Slurm host list {spec!r}")
+            hosts.append(item)
+            continue
+        prefix, ranges, rest = m.groups()
+        for tail in expand_hostlist(rest) if rest else [""]:
+            for part in ranges.split(","):
+                lo, _, hi = part.partition("-")
+                if not lo.isdigit() or (hi and not hi.isdigit()):
+                    raise ConfigError(f"cannot parse Slurm host list {spec!r}")
+                width = len(lo)
+                for i in range(int(lo), int(hi or lo) + 1):
+                    hosts.append(f"{prefix}{i:0{width}d}{tail}")
+    return hosts
+
+
+def _split_top(spec: str) -> list[str]:
+    """Split on commas outside brackets."""
+    out, depth, cur = [], 0, ""
+    for ch in spec:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur:
+        out.append(cur)
+    return [s.strip() for s in out if s.strip()]
+
+
+def _tasks_per_node(value: str) -> int:
+    """First node's count of ``SLURM_NTASKS_PER_NODE`` (``2(x3),1`` → 2)."""
+    m = re.match(r"\s*(\d+)", value)
+    if not m:
+        raise ConfigError(f"cannot parse SLURM_NTASKS_PER_NODE={value!r}")
+    return int(m.group(1))
+
+
+def _port(env: Mapping[str, str]) -> int | None:
+    return int(env["MASTER_PORT"]) if "MASTER_PORT" in env else None
+
+
+def detect(env: Mapping[str, str] | None = None) -> Placement | None:
+    """The placement from the environment, or ``None`` outside any launcher."""
+    env = os.environ if env is None else env
+    addr = env.get("MASTER_ADDR")
+    if "RANK" in env and "WORLD_SIZE" in env:
+        world = int(env["WORLD_SIZE"])
+        return Placement(int(env["RANK"]), world, int(env.get("LOCAL_RANK", env["RANK"])),
+                         int(env.get("LOCAL_WORLD_SIZE", world)), addr, _port(env), "torchrun")
+    if "OMPI_COMM_WORLD_RANK" in env:
+        world = int(env["OMPI_COMM_WORLD_SIZE"])
+        return Placement(int(env["OMPI_COMM_WORLD_RANK"]), world,
+                         int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["OMPI_COMM_WORLD_RANK"])),
+                         int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", world)), addr, _port(env), "openmpi")
+    if "PMI_RANK" in env and "PMI_SIZE" in env:
+        world = int(env["PMI_SIZE"])
+        return Placement(int(env["PMI_RANK"]), world, int(env.get("MPI_LOCALRANKID", env["PMI_RANK"])),
+                         int(env.get("MPI_LOCALNRANKS", world)), addr, _port(env), "mpich")
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        world = int(env["SLURM_NTASKS"])
+        if addr is None and env.get("SLURM_NODELIST", env.get("SLURM_JOB_NODELIST")):
+            addr = expand_hostlist(env.get("SLURM_NODELIST") or env["SLURM_JOB_NODELIST"])[0]
+        port = _port(env)
+        if port is None and "SLURM_JOB_ID" in env:
+            port = 12000 + int(env["SLURM_JOB_ID"]) % 20000
+        local_world = _tasks_per_node(env["SLURM_NTASKS_PER_NODE"]) if "SLURM_NTASKS_PER_NODE" in env else world
+        return Placement(int(env["SLURM_PROCID"]), world, int(env.get("SLURM_LOCALID", 0)),
+                         local_world, addr, port, "slurm")
+    return None
+
+
+def _mpi_master(place: Placement) -> tuple[str, int]:
+    """Rank 0's address and a free port, shared over MPI (mpiexec sets neither)."""
+    try:
+        from mpi4py import MPI
+    except ImportError:  # pragma: no cover - mpi4py is a dependency
+        return place.master_addr or "127.0.0.1", place.master_port or DEFAULT_PORT
+    comm = MPI.COMM_WORLD
+    mine = None
+    if comm.Get_rank() == 0:
+        addr = place.master_addr or ("127.0.0.1" if place.local_world_size == place.world_size
+                                     else socket.gethostname())
+        mine = (addr, place.master_port or free_port())
+    return comm.bcast(mine, root=0)
+
+
+def free_port() -> int:
+    """A TCP port free right now on this host."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def choose_backend(backend: str) -> str:
+    """``auto``: NCCL when this worker has a GPU, gloo otherwise."""
+    import torch
+
+    if backend == "auto":
+        return "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise ConfigError("--backend nccl needs a GPU; this worker has none")
+    return backend
+
+
+def set_threads(local_world_size: int) -> int:
+    """Share the cores among the local workers (spawned workers otherwise oversubscribe)."""
+    import torch
+
+    n = int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
+    if n <= 0:
+        n = max(1, (os.cpu_count() or 1) // max(local_world_size, 1))
+    torch.set_num_threads(n)
+    return n
+
+
+def init_worker(backend: str = "auto", timeout_s: float = 60.0,
+                place: Placement | None = None) -> tuple[Placement, Any]:
+    """Join the job: default process group and a store; returns the placement and the store."""
+    import torch
+    import torch.distributed as dist
+
+    place = place or detect()
+    if place is None:
+        raise ConfigError("no launcher environment found (torchrun, mpiexec, srun) and --nproc is 1")
+    addr, port = place.master_addr, place.master_port
+    if place.launcher in ("mpich", "openmpi") and (addr is None or port is None):
+        addr, port = _mpi_master(place)
+    if addr is None or port is None:
+        raise ConfigError(f"{place.launcher}: set MASTER_ADDR and MASTER_PORT for rank 0's store")
+    os.environ.update(MASTER_ADDR=str(addr), MASTER_PORT=str(port), RANK=str(place.rank),
+                      WORLD_SIZE=str(place.world_size), LOCAL_RANK=str(place.local_rank),
+                      LOCAL_WORLD_SIZE=str(place.local_world_size))
+    set_threads(place.local_world_size)
+    name = choose_backend(backend)
+    if name == "nccl":
+        torch.cuda.set_device(place.local_rank % torch.cuda.device_count())
+    timeout = timedelta(seconds=timeout_s)
+    store, _, _ = next(dist.rendezvous("env://", place.rank, place.world_size, timeout=timeout))
+    store.set_timeout(timeout)
+    dist.init_process_group(name, store=dist.PrefixStore("default_pg", store), rank=place.rank,
+                            world_size=place.world_size, timeout=timeout)
+    return place, dist.PrefixStore("asrtrain", store)
+
+
+def launch_local(nproc: int, fn: Callable[..., Any], args: tuple[Any, ...], run_id: str = "asrtrain",
+                 max_restarts: int = 0) -> dict[int, Any]:
+    """Run ``fn(*args)`` in ``nproc`` local workers via torch's elastic launcher.
+
+    Returns each rank's return value; a worker that fails stops the others and
+    raises an :class:`AsrtrainError` naming the rank(s) and their error.
+    """
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=run_id,
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=max_restarts,
+                          monitor_interval=0.2, start_method="spawn")
+    try:
+        return dict(elastic_launch(config, fn)(*args))
+    except ChildFailedError as exc:
+        raise AsrtrainError(describe_failures(exc.failures)) from None
+
+
+def describe_failures(failures: Mapping[int, Any]) -> str:
+    """One line naming every failed rank with its exit code or error message."""
+    parts = []
+    for rank, failure in sorted(failures.items()):
+        msg = ""
+        try:
+            msg = failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
+        except Exception:  # noqa: BLE001 - a failure record without a message
+            msg = ""
+        first = (msg or "").strip().splitlines()[-1:] or [""]
+        code = f"exit code {failure.exitcode}" if failure.exitcode is not None else "failed"
+        parts.append(f"learner rank {rank} {code}" + (f": {first[0]}" if first[0] else ""))
+    return "; ".join(parts) if parts else "a learner failed"

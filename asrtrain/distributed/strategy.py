@@ -1,0 +1,326 @@
+"""SSGD, ADPSGD and H-ADPSGD: one mechanism with one parameter, the super-learner size.
+
+Members of a super-learner allreduce gradients every step (DistributedDataParallel
+on the super-learner's group); super-learners gossip with one ring neighbour per
+round in a background thread (:mod:`asrtrain.distributed.gossip`); blocks come from
+a shared counter (:mod:`asrtrain.distributed.worksharing`).
+
+The members of a super-learner step in lockstep. :meth:`DistributedStrategy.batches`
+keeps them there: before each step they agree (one small allreduce) on whether each
+has a batch, their total of real frames (the loss denominator) and whether each has
+the gossip delta in hand (applied by all at this step, so they stay identical). A
+member whose block ran out while the others' have not takes an empty step (all
+frames ignored: zero gradient), so no data is dropped; when all are out they claim
+the next blocks together, and stop together when none is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from asrtrain.core.errors import AsrtrainError
+from asrtrain.distributed.config import DistConfig
+from asrtrain.distributed.gossip import POLL_S, Gossip, Heartbeat
+from asrtrain.distributed.groups import Layout, make_groups, resolve_group_size
+from asrtrain.distributed.launch import Placement
+from asrtrain.distributed.worksharing import WorkQueue, block_order
+from asrtrain.train.strategy import Strategy
+
+log = logging.getLogger("asrtrain.distributed")
+
+IGNORE_INDEX = -100
+
+
+def _no_buffer_sync() -> dict[str, bool]:
+    """DDP's switch for not broadcasting buffers every forward (renamed in torch 2.13)."""
+    import inspect
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    params = inspect.signature(DDP.__init__).parameters
+    return {"forward_sync_buffers": False} if "forward_sync_buffers" in params else {"broadcast_buffers": False}
+
+
+def real_frames(y: torch.Tensor) -> int:
+    """Frames that count in the loss (padding carries ``IGNORE_INDEX``)."""
+    return int((y != IGNORE_INDEX).sum())
+
+
+class DistributedStrategy(Strategy):
+    """One learner of a job running ``ssgd``, ``adpsgd`` or ``h-adpsgd``."""
+
+    def __init__(self, cfg: DistConfig, place: Placement, store: Any, seed: int = 0) -> None:
+        import torch.distributed as dist
+
+        super().__init__()
+        self.cfg, self.place, self.seed = cfg, place, seed
+        self.name = cfg.strategy
+        self.rank, self.world_size = place.rank, place.world_size
+        size = resolve_group_size(cfg.strategy, place.world_size, place.local_world_size, cfg.group_size)
+        self.layout = Layout(place.rank, place.world_size, size)
+        self.store = store
+        self.groups = make_groups(self.layout, cfg.timeout_s)
+        self.backend = dist.get_backend()
+        self.heartbeat = Heartbeat(store, self.rank, self.world_size, cfg.timeout_s)
+        self.gossip: Gossip | None = None
+        self.ddp: nn.Module | None = None
+        self.steps = 0
+        self.epoch_steps = 0
+        self.empty_steps = 0
+        self._denominator: float | None = None
+        self._apply_now = False
+        self._last_t: float | None = None
+        self._resume_rounds: int | None = None
+        self.stats: dict[str, Any] = {}
+
+    # ----- what the loop asks ----------------------------------------------------------------
+    @property
+    def device(self) -> str:
+        return f"cuda:{self.place.local_rank % max(torch.cuda.device_count(), 1)}" if self.backend == "nccl" else "cpu"
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        """Same initial weights everywhere; DDP on the super-learner; start the gossip thread."""
+        import torch.distributed as dist
+
+        with torch.no_grad():
+            for t in list(model.parameters()) + list(model.buffers()):
+                dist.broadcast(t.data, src=0)
+        net: nn.Module = model
+        if self.layout.group_size > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            ids = [torch.device(self.device)] if self.backend == "nccl" else None
+            # Buffers (input normalisation) are equal already: broadcast above.
+            net = DDP(model, device_ids=ids, process_group=self.groups.super, **_no_buffer_sync())
+            self.ddp = net
+        if self.layout.num_super > 1:
+            self.gossip = Gossip([p for p in model.parameters()], self.groups, self.store, self.heartbeat,
+                                 self.cfg.topology, self.cfg.gossip_seed, self.cfg.reshuffle_every)
+            if self._resume_rounds is not None:
+                self._set_rounds(self._resume_rounds)
+        return net
+
+    def blocks(self, epoch: int, num_blocks: int) -> Iterable[int] | None:
+        """Blocks for the plain loop: claimed from the shared counter (one learner per super-learner).
+
+        Members of a bigger super-learner must step in lockstep, which only
+        :meth:`batches` guarantees; for them this falls back to a static even split.
+        """
+        self._begin_epoch()
+        if self.layout.group_size == 1:
+            return WorkQueue(self.store, self.layout, None, num_blocks, epoch, self.seed).iter_blocks()
+        order = block_order(num_blocks, epoch, self.seed)
+        return [int(b) for b in order[self.rank::self.world_size]]
+
+    def batches(self, loader: Any, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The epoch's batches for this learner, with work sharing and lockstep members."""
+        self._begin_epoch()
+        queue = WorkQueue(self.store, self.layout, self.groups.super, loader.num_blocks, epoch, self.seed)
+        if self.layout.group_size == 1:
+            for x, y in loader.epoch(epoch, blocks=queue.iter_blocks()):
+                self.heartbeat.touch()
+                yield x, y
+            self.stats["blocks"] = len(queue.claimed)
+            return
+        yield from self._lockstep(loader, epoch, queue)
+        self.stats["blocks"] = len(queue.claimed)
+
+    def _lockstep(self, loader: Any, epoch: int, queue: WorkQueue) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        import torch.distributed as dist
+
+        g = self.layout.group_size
+        it: Iterator[Any] | None = None
+        shape: tuple[int, int] | None = None
+        while True:
+            self.heartbeat.touch()
+            item = next(it, None) if it is not None else None
+            if item is not None:
+                shape = tuple(item[0].shape[1:])  # type: ignore[assignment]
+            ready = self.gossip is not None and self.gossip.busy and self.gossip.ready()
+            agree = torch.tensor([item is not None, 0 if item is None else real_frames(item[1]), ready],
+                                 dtype=torch.int64)
+            dist.all_reduce(agree, group=self.groups.super)
+            have, frames, n_ready = (int(v) for v in agree)
+            if have == 0:
+                block = queue.claim()
+                any_block = torch.tensor([block is not None], dtype=torch.int64)
+                dist.all_reduce(any_block, group=self.groups.super)
+                if int(any_block[0]) == 0:
+                    return
+                it = iter(loader.epoch(epoch, blocks=[block])) if block is not None else None
+                continue
+            if have < g:
+                shape = self._agree_shape(shape)
+            if item is None:
+                assert shape is not None
+                item = (torch.zeros((1, *shape), dtype=torch.float32),
+                        torch.full((1, shape[0]), IGNORE_INDEX, dtype=torch.int64))
+                self.empty_steps += 1
+            self._denominator = max(frames, 1) / g
+            self._apply_now = n_ready == g
+            yield item
+
+    def _agree_shape(self, shape: tuple[int, int] | None) -> tuple[int, int]:
+        """The (chunk, feature dim) of the batches, for a member that has seen none yet."""
+        import torch.distributed as dist
+
+        t = torch.tensor(shape or (0, 0), dtype=torch.int64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.groups.super)
+        return int(t[0]), int(t[1])
+
+    def loss_denominator(self, local_frames: int) -> float:
+        """The super-learner's real frames, times the group size that DDP's mean divides by.
+
+        DDP averages the members' gradients; dividing each member's summed loss by
+        ``total / group_size`` makes the average equal the gradient of the summed
+        loss of the union of the batches over its total frames (one big learner).
+        """
+        if self._denominator is not None:
+            value, self._denominator = self._denominator, None
+            return value
+        g = self.layout.group_size
+        if g == 1:
+            return float(max(local_frames, 1))
+        import torch.distributed as dist
+
+        ready = self.gossip is not None and self.gossip.busy and self.gossip.ready()
+        agree = torch.tensor([local_frames, ready], dtype=torch.int64)
+        dist.all_reduce(agree, group=self.groups.super)
+        self._apply_now = int(agree[1]) == g
+        return max(int(agree[0]), 1) / g
+
+    def after_step(self, model: nn.Module, step: int) -> None:
+        """Straggler emulation, then hand the gossip thread the new weights."""
+        self._straggle()
+        self.steps += 1
+        self.epoch_steps += 1
+        self.heartbeat.touch()
+        gossip = self.gossip
+        if gossip is None:
+            return
+        if gossip.busy:
+            if self.layout.group_size == 1 and gossip.ready():
+                gossip.take_delta()
+            elif self.layout.group_size > 1 and self._apply_now:
+                gossip.take_delta()
+        self._apply_now = False
+        if not gossip.busy:
+            gossip.begin_round()
+
+    def _straggle(self) -> None:
+        """Test option: the straggler sleeps ``factor - 1`` times its compute time."""
+        now = time.perf_counter()
+        if self.cfg.straggler_rank == self.rank and self._last_t is not None and self.cfg.straggler_factor > 1:
+            time.sleep((self.cfg.straggler_factor - 1.0) * (now - self._last_t))
+        self._last_t = time.perf_counter()
+
+    def end_epoch(self, model: nn.Module, epoch: int) -> None:
+        """Agree on the last gossip round, run exactly to it, then average all weights."""
+        self._last_t = None
+        if self.gossip is not None:
+            last = self._agree_last_round(epoch)
+            while self.gossip.started < last:
+                self.gossip.drain()
+                self.gossip.begin_round()
+            self.gossip.drain()
+            self.stats.update(rounds=self.gossip.started, exchanged=self.gossip.exchanged,
+                              gossip_s=round(self.gossip.comm_s, 3))
+        if self.cfg.global_average and self.layout.num_super > 1:
+            self.average(model)
+        self.stats.update(epoch=epoch, steps=self.epoch_steps, empty_steps=self.empty_steps)
+        self.heartbeat.free = True
+        log.info("rank %d epoch %d: %s", self.rank, epoch, self.stats)
+
+    def _agree_last_round(self, epoch: int) -> int:
+        """Publish this learner's round count, wait for all, return the maximum.
+
+        A store-based wait (not a blocking collective), so that a learner still
+        computing can keep gossiping with those already done, and a peer that dies
+        meanwhile is named by the heartbeat check.
+        """
+        assert self.gossip is not None
+        self.store.set(f"ep/{epoch}/rounds/{self.rank}", str(self.gossip.started))
+        done_key = f"ep/{epoch}/done"
+        self.store.add(done_key, 1)
+        last_check = 0.0
+        while int(self.store.add(done_key, 0)) < self.world_size:
+            self.heartbeat.touch()
+            if self.gossip.busy and self.gossip.ready() and self.layout.group_size == 1:
+                self.gossip.take_delta()
+            now = time.monotonic()
+            if now - last_check > 0.5:
+                self.heartbeat.check()
+                self.gossip.raise_error()
+                last_check = now
+            time.sleep(POLL_S * 5)
+        keys = [f"ep/{epoch}/rounds/{r}" for r in range(self.world_size)]
+        return max(int(v) for v in self.store.multi_get(keys))
+
+    def average(self, model: nn.Module) -> None:
+        """Replace every learner's weights by the mean over all learners."""
+        import torch.distributed as dist
+
+        with torch.no_grad():
+            flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+            dist.all_reduce(flat)
+            flat /= self.world_size
+            offset = 0
+            for p in model.parameters():
+                p.copy_(flat[offset:offset + p.numel()].view_as(p))
+                offset += p.numel()
+
+    def _begin_epoch(self) -> None:
+        self.epoch_steps = 0
+        self.empty_steps = 0
+        self.stats = {}
+        self.heartbeat.free = False
+        self.heartbeat.touch()
+
+    # ----- everything else ------------------------------------------------------------------
+    def all_sum(self, values: list[float]) -> list[float]:
+        import torch.distributed as dist
+
+        t = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(t)
+        return [float(v) for v in t]
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"strategy": self.name, "world_size": self.world_size, "group_size": self.layout.group_size,
+                "steps": self.steps, "rounds": 0 if self.gossip is None else self.gossip.started}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("world_size", self.world_size) != self.world_size:
+            raise AsrtrainError(f"checkpoint was written by {state['world_size']} learners, "
+                                f"this job has {self.world_size}")
+        self.steps = int(state.get("steps", 0))
+        rounds = int(state.get("rounds", 0))
+        if self.gossip is None:
+            self._resume_rounds = rounds
+        else:
+            self._set_rounds(rounds)
+
+    def _set_rounds(self, rounds: int) -> None:
+        assert self.gossip is not None and not self.gossip.busy
+        self.gossip.started = self.gossip.finished = rounds
+        self.gossip.main_store.set(f"gossip/started/{self.rank}", str(rounds))
+
+    def close(self) -> None:
+        if self.gossip is not None:
+            self.gossip.close()
+        self.heartbeat.close()
+
+    def describe(self) -> dict[str, Any]:
+        lay = self.layout
+        return {"strategy": self.name, "world_size": self.world_size, "group_size": lay.group_size,
+                "super_learners": lay.num_super, "backend": self.backend, "topology": self.cfg.topology}

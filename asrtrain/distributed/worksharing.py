@@ -1,0 +1,66 @@
+"""Work sharing: blocks of chunks handed out from a shared counter.
+
+The epoch's blocks are taken in a seeded order (the same for every learner), and
+position ``i`` of that order goes to whoever increments the counter
+``ws/<epoch>`` (the c10d store's atomic ``add``) past ``i``. A fast super-learner
+therefore does more of the epoch, nobody waits on a straggler, and the epoch ends
+when the blocks run out. The members of a super-learner claim together: member 0
+takes ``group_size`` positions at once and broadcasts the first on the
+super-learner's group, member ``j`` trains on position ``first + j``. With one
+super-learner (SSGD) that is exactly the epoch split evenly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from asrtrain.distributed.groups import Layout
+
+
+def block_order(num_blocks: int, epoch: int, seed: int) -> np.ndarray:
+    """The epoch's block order, identical on every learner."""
+    return np.random.default_rng([seed, epoch, 0xB10C]).permutation(num_blocks)
+
+
+class WorkQueue:
+    """The blocks of one epoch, claimed from the store by the super-learners."""
+
+    def __init__(self, store: Any, layout: Layout, super_group: Any, num_blocks: int, epoch: int,
+                 seed: int = 0) -> None:
+        self.store, self.layout, self.super_group = store, layout, super_group
+        self.num_blocks = num_blocks
+        self.order = block_order(num_blocks, epoch, seed)
+        self.key = f"ws/{epoch}"
+        self.claimed: list[int] = []
+
+    def claim(self) -> int | None:
+        """This member's next block id, or ``None`` when its position is past the end.
+
+        With ``group_size`` > 1 this is a collective on the super-learner's group
+        (every member must call it at the same time).
+        """
+        g = self.layout.group_size
+        if g == 1:
+            pos = int(self.store.add(self.key, 1)) - 1
+        else:
+            import torch
+            import torch.distributed as dist
+
+            first = torch.zeros(1, dtype=torch.int64)
+            if self.layout.member == 0:
+                first[0] = int(self.store.add(self.key, g)) - g
+            dist.broadcast(first, src=self.layout.ranks_of(self.layout.super_id)[0], group=self.super_group)
+            pos = int(first[0]) + self.layout.member
+        if pos >= self.num_blocks:
+            return None
+        block = int(self.order[pos])
+        self.claimed.append(block)
+        return block
+
+    def iter_blocks(self):
+        """Blocks one after another (``group_size`` 1 only: no collective involved)."""
+        assert self.layout.group_size == 1, "members of a super-learner claim in lockstep"
+        while (block := self.claim()) is not None:
+            yield block
