@@ -9,7 +9,8 @@ The worked example: base 0.1, batch 2560, 10 warm-up epochs gives 0.1, 0.2, …,
 
 With ``granularity="step"`` the warm-up is interpolated within an epoch (the
 rate at epoch e and fraction f lies between the rates of epochs e and e+1);
-annealing stays per epoch.
+annealing stays per epoch. An effective batch below the base batch has a peak
+below the base rate: it trains at its peak from the start (no warm-up).
 """
 
 from __future__ import annotations
@@ -46,12 +47,19 @@ class LRSchedule:
         """Linear scaling: the base rate times effective batch over base batch."""
         return self.base_lr * self.batch / self.base_batch
 
+    @property
+    def start_lr(self) -> float:
+        """Where the warm-up starts: the base rate, or the peak when the batch is below the
+        base batch (warming *down* to a smaller rate would make no sense)."""
+        return min(self.base_lr, self.peak_lr)
+
     def _epoch_lr(self, epoch: float) -> float:
         n = self.warmup_epochs
         if n <= 1 or epoch >= n:
             past = max(0, int(epoch) - max(n, 1))
             return self.peak_lr * self.anneal ** past
-        return self.base_lr + (self.peak_lr - self.base_lr) * (epoch - 1) / (n - 1)
+        start = self.start_lr
+        return start + (self.peak_lr - start) * (epoch - 1) / (n - 1)
 
     def lr(self, epoch: int, fraction: float = 0.0) -> float:
         """The rate for ``epoch`` (1-based) after ``fraction`` (0..1) of it is done."""

@@ -40,8 +40,8 @@ def test_step_granularity_interpolates_the_warmup_only() -> None:
 
 def test_no_warmup_and_small_batches() -> None:
     assert LRSchedule(warmup_epochs=0, batch=512).table(3) == pytest.approx([0.2, 0.2 / 2 ** 0.5, 0.1])
-    # a batch below 256 warms "down" from the base rate to its smaller scaled peak
-    assert LRSchedule(batch=128, warmup_epochs=3).table(4) == pytest.approx([0.1, 0.075, 0.05, 0.05 / 2 ** 0.5])
+    # a batch below 256 has a peak below the base rate: it starts there, no warm-up
+    assert LRSchedule(batch=128, warmup_epochs=3).table(4) == pytest.approx([0.05, 0.05, 0.05, 0.05 / 2 ** 0.5])
     with pytest.raises(ValueError):
         LRSchedule().lr(0)
     with pytest.raises(ConfigError):
