@@ -280,7 +280,7 @@ class _ChunkWriter:
         n = len(feats) if final else (len(feats) // self.storage) * self.storage
         start, stop = self.written, self.written + n
         for dset, data in ((self.feats, feats), (self.targets, targets), (self.frames, frames)):
-            if dset is not None:
+            if dset is not None and data is not None:
                 dset.resize(stop, axis=0)
                 dset[start:stop] = data[:n]
         self.written = stop

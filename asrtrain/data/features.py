@@ -9,8 +9,10 @@ same data dir always gives the same features whatever the number of jobs.
 
 from __future__ import annotations
 
+import os
 import zlib
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -159,15 +161,13 @@ class JobResult:
     skipped: dict[str, str]
 
 
-def _segments(path: object) -> dict[str, tuple[str, float, float]]:
+def _segments(path: Path) -> dict[str, tuple[str, float, float]]:
     """Kaldi ``segments``: ``utt recording start end`` (seconds; end -1 means to the end)."""
-    from pathlib import Path
-
     from asrtrain.core.errors import InputError
     from asrtrain.data.kaldi_dir import read_table
 
     out: dict[str, tuple[str, float, float]] = {}
-    for number, (utt, value) in enumerate(read_table(Path(str(path))).items(), start=1):
+    for number, (utt, value) in enumerate(read_table(path).items(), start=1):
         parts = value.split()
         try:
             reco, start, end = parts[0], float(parts[1]), float(parts[2])
@@ -224,7 +224,8 @@ def split_even(items: list, parts: int) -> list[list]:
     return [items[bounds[i]:bounds[i + 1]] for i in range(parts)]
 
 
-def make_features(data_dir: object, out_dir: object, cfg: FeatureConfig, nj: int = 1) -> dict:
+def make_features(data_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
+                  cfg: FeatureConfig, nj: int = 1) -> dict:
     """Compute ``feats.scp``, ``cmvn.scp`` and ``utt2num_frames`` of DATA into OUT.
 
     OUT becomes a complete Kaldi data dir: DATA's tables are copied (filtered to
@@ -232,14 +233,13 @@ def make_features(data_dir: object, out_dir: object, cfg: FeatureConfig, nj: int
     written last, so a directory with it is complete. Returns a summary.
     """
     import logging
-    from pathlib import Path
 
     from asrtrain.core.errors import InputError
     from asrtrain.core.progress import Progress
     from asrtrain.data.kaldi_dir import read_scp, read_utt2spk, validate_data_dir
 
     log = logging.getLogger("asrtrain.features")
-    data, out = Path(str(data_dir)), Path(str(out_dir)).resolve()
+    data, out = Path(data_dir), Path(out_dir).resolve()
     if not (data / "wav.scp").is_file():
         raise InputError("missing wav.scp (features are computed from audio)", data)
     segments = _segments(data / "segments") if (data / "segments").is_file() else None
@@ -300,18 +300,15 @@ def _run_jobs(arks: list[str], jobs: list[list], cfg: FeatureConfig, scp_name: s
     return results
 
 
-def _write_outputs(data: object, out: object, name: str, utt2spk: dict[str, str],
+def _write_outputs(data: Path, out: Path, name: str, utt2spk: dict[str, str],
                    merged: JobResult, has_segments: bool) -> None:
     """CMVN stats per speaker, the copied tables, utt2num_frames; feats.scp last."""
-    from pathlib import Path
-
     import kaldiio
 
     from asrtrain.core.atomic import atomic_open
     from asrtrain.data.cmvn import combine
     from asrtrain.data.kaldi_dir import read_table, spk2utt_from_utt2spk, write_table
 
-    data, out = Path(str(data)), Path(str(out))
     kept = {u: s for u, s in utt2spk.items() if u in merged.scp}
     spk2utt = spk2utt_from_utt2spk(kept)
     cmvn_ark = out / "data" / f"cmvn_{name[4:]}.ark"
