@@ -9,8 +9,10 @@ The conventions are sclite's (``csrfilt.sh`` + ``rfilter1`` for the GLM, ``-D`` 
   ``D``, writes ``B`` and skips ``A``; otherwise the character is copied. Strings may be
   bounded by ``[...]`` or quotes to keep spaces. Rules after
   ``;; INPUT_DEPENDENT_APPLICATION = "<regex>"`` apply only when the regex matches the
-  input's type or purpose, as csrfilt's ``-i``/``-t``: ``stm``/``trn`` and ``ref`` for
-  the reference, ``ctm``/``trn`` and ``hyp`` for the hypothesis. As ``csrfilt -i ctm``,
+  input's type or purpose, as csrfilt's ``-i``/``-t``: ``stm`` and ``ref`` for an STM
+  reference, ``ctm`` and ``hyp`` for a CTM hypothesis; a Kaldi text is ``trn`` and also
+  counts as the ``stm``/``ctm`` it replaces, so text/text scoring gets the same rule
+  sets as STM/CTM. As ``csrfilt -i ctm``,
   rules rewrite CTM words one at a time (a multi-word left side never spans two CTM
   lines); text and STM lines are rewritten whole. Hesitations become ``%HESITATION``,
   contractions alternations ``{ I'M / I AM }``.
@@ -80,7 +82,7 @@ class Glm:
             for r in table.get(src[i], ()):
                 j = i + len(r.lhs)
                 if (src.startswith(r.lhs, i) and src.startswith(r.right, j)
-                        and src[:i].endswith(r.left)):
+                        and src.endswith(r.left, 0, i)):
                     out.append(r.rhs)
                     i = j
                     break
@@ -186,15 +188,10 @@ def load_glm(path: str | Path) -> Glm:
 
 
 def _strip_comment(line: str) -> str:
-    """Drop a trailing ``;; comment`` that is outside brackets and quotes."""
-    depth, quote = 0, ""
+    """Drop a trailing ``;; comment`` that is outside ``[...]`` strings."""
+    depth = 0
     for i, c in enumerate(line):
-        if quote:
-            if c == quote:
-                quote = ""
-        elif c in "'\"" and (i == 0 or line[i - 1].isspace() or line[i - 1] in "=/_"):
-            quote = c
-        elif c == "[":
+        if c == "[":
             depth += 1
         elif c == "]":
             depth = max(0, depth - 1)

@@ -135,8 +135,10 @@ def score_inputs(inputs: Inputs, normalizer: Normalizer, extra_hyp: str = "error
         raise InputError(f"hypothesis for {first!r}{more} which the reference lacks; "
                          "pass --extra-hyp ignore to leave such words out and count them",
                          hyp_path)
-    rkind = ("stm" if inputs.ref_format == "stm" else "trn", "ref")
-    hkind = ("ctm" if inputs.hyp_format == "ctm" else "trn", "hyp")
+    # GLM rule sets are chosen by input type and purpose, as csrfilt's -i/-t; a Kaldi
+    # text counts as trn and also as the STM (reference) or CTM (hypothesis) it stands for
+    rkind = ("stm", "ref") if inputs.ref_format == "stm" else ("trn", "stm", "ref")
+    hkind = ("ctm", "hyp") if inputs.hyp_format == "ctm" else ("trn", "ctm", "hyp")
     utts: list[UttScore] = []
     for u in inputs.refs:
         hyp_words = inputs.hyps.get(u.id)

@@ -153,3 +153,39 @@ def test_malformed_glm_rule_names_line(tmp_path: Path) -> None:
     glm.write_text(";; x\nUH => %HESITATION\nNOT A RULE\n")
     with pytest.raises(InputError, match=r"bad.glm: line 3: malformed GLM rule"):
         load_glm(glm)
+
+
+TRICKY = ["uh", "um", "huh-uh", "mr.", "smith", "ain't", "'cause", "adviser", "binyamin",
+          "netanyahu", "william", "falkner", "ok", "okay", "t.", "shirt", "fundraiser",
+          "he's", "(uh)", "(the", "end)", "(ok)", "a", "well-known", "th-", "-ing"]
+
+
+@pytest.mark.sclite
+@pytest.mark.parametrize("split_hyphens", [False, True])
+def test_rewrite_equals_csrfilt(tmp_path: Path, sclite: str, split_hyphens: bool) -> None:
+    """Our GLM pipeline (case, parentheses, rules, -dh, spreading '(A B)') gives the very
+    text csrfilt.sh gives, line by line, on a real Hub5 GLM excerpt."""
+    rng = random.Random(5)
+    lines = []
+    for i in range(200):
+        words = [rng.choice(TRICKY) for _ in range(rng.randint(0, 8))]
+        text = " ".join(words)
+        if text.count("(") != text.count(")") or ")(" in text.replace(" ", ""):
+            text = text.replace("(", "").replace(")", "")
+        lines.append((f"s_{i}", text))
+    src = tmp_path / "in.trn"
+    src.write_text("".join(f"{t} (s_{i})\n" for i, (_u, t) in enumerate(lines)))
+    glm = Path(__file__).with_name("hub5_excerpt.glm")
+    csrfilt = Path(sclite).parent / "csrfilt.sh"
+    if not csrfilt.is_file():
+        pytest.skip("csrfilt.sh not found beside sclite")
+    args = ["sh", str(csrfilt), *(["-dh"] if split_hyphens else []), "-i", "trn", "-t", "ref",
+            str(glm)]
+    with open(src) as fin:
+        out = subprocess.run(args, stdin=fin, capture_output=True, text=True, check=True,
+                             env=sctk_env(sclite), timeout=60).stdout.splitlines()
+    norm = Normalizer(load_glm(glm), split_hyphens=split_hyphens)
+    theirs = [" ".join(line[:line.rindex("(")].split()) for line in out]
+    ours = [norm.rewrite(t, ("trn", "ref")) for _u, t in lines]
+    assert ours == theirs
+    assert sum("%HESITATION" in t for t in theirs) > 20 and any("(" in t for t in theirs)
