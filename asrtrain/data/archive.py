@@ -345,6 +345,9 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
         raise ConfigError(f"--chunk must be positive, got {chunk}")
     if ali_scp is not None and (num_pdfs is None or num_pdfs < 1):
         raise ConfigError("--ali needs --num-pdfs (the number of pdfs, e.g. from lang/num_pdfs)")
+    if ali_scp is None and num_pdfs is not None:
+        log.warning("--num-pdfs %s ignored: without --ali the archive has no targets", num_pdfs)
+        num_pdfs = None
     names = [s.name for s in streams]
     if not streams or len(set(names)) != len(names):
         raise ConfigError(f"streams need distinct names, got {names}")
@@ -450,10 +453,11 @@ def _reason_to_skip(utt: str, streams: list[Any], ali: Any, utt2spk: dict[str, s
 
 
 def _to_float16(utt: str, x: np.ndarray) -> np.ndarray:
-    if not np.isfinite(x).all():
-        raise InputError(f"utterance {utt!r}: features contain NaN or infinity")
+    """float16 of the frames; NaN, infinity or values beyond ±65504 are errors."""
     x16 = x.astype(np.float16)
-    if not np.isfinite(x16).all():
+    if not np.isfinite(x16).all():  # one pass: overflow and NaN/inf both end here
+        if not np.isfinite(x).all():
+            raise InputError(f"utterance {utt!r}: features contain NaN or infinity")
         raise InputError(f"utterance {utt!r}: a feature value exceeds the float16 range "
                          f"(max |x| = {np.abs(x).max():g})")
     return x16

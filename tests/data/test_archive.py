@@ -20,7 +20,7 @@ def build(tmp_path: Path, lengths: list[int] = LENGTHS, ali: bool = True, chunk:
     src = make_streams(tmp_path / "src", lengths)
     streams = [Stream("a", src["a_scp"]), Stream("iv", src["iv_scp"]), Stream("b", src["b_scp"])]
     summary = write_archive(tmp_path / "x.h5", streams, str(src["ali_scp"]) if ali else None,
-                            7 if ali else None, chunk=chunk, **kw)
+                            7, chunk=chunk, **kw)  # num_pdfs without alignments is ignored
     return Archive(tmp_path / "x.h5"), src, summary
 
 
