@@ -234,11 +234,12 @@ def _job_log(out: Path, job: int) -> logging.Handler:
 
 def _worker(job: int, utts: list[str], cfg: DecodeConfig, queue: Any) -> None:
     """A spawned job: one thread, progress and the result (or the error) through ``queue``."""
-    import torch
-
     from asrtrain.core.errors import AsrtrainError
 
-    torch.set_num_threads(1)
+    if cfg.model is not None:  # one core per job (torch would take them all)
+        import torch
+
+        torch.set_num_threads(1)
     try:
         stats = run_job(job, utts, cfg, progress=lambda n: queue.put(("progress", job, n)))
         queue.put(("done", job, asdict(stats)))

@@ -112,8 +112,8 @@ def build_tree(alignments: Iterable[np.ndarray], topo: Topology, ci_phones: Iter
     ci_set = set(ci_phones)
     counts = context_counts(alignments, topo)
     n_ci = sum(topo.num_states.values())
-    lo, hi = 1.0, float(max(counts.values(), default=1)) + 1.0
-    best = _select(counts, topo, ci_set, hi)
+    lo, hi = 1.0, float(sum(counts.values())) + 1.0   # at hi nothing but the CI states
+    best: tuple[list[Key], list[Key]] = ([], [])
     if n_ci < num_pdfs:
         for _ in range(40):  # bisection on the frame threshold (pdfs fall as it rises)
             mid = (lo * hi) ** 0.5

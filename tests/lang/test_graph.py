@@ -1,0 +1,58 @@
+"""prepare lang end to end on the mini corpus: outputs, HCLG's labels and self-loops."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from asrtrain.lang.graph import fst_to_arcs
+
+
+def test_lang_dir_outputs(mini_lang):
+    out, figures = mini_lang
+    for name in ("phones.txt", "words.txt", "L.fst", "L_disambig.fst", "lm.arpa", "G.fst", "tree",
+                 "tree.pdfs.txt", "num_pdfs", "pdf_ali/train.scp", "pdf_ali/dev.scp",
+                 "pdf_ali/test.scp", "graph/HCLG.fst", "graph/words.txt", "graph/info.json"):
+        assert (out / name).exists(), name
+    num_pdfs = int((out / "num_pdfs").read_text())
+    assert num_pdfs == figures["num_pdfs"] and 33 <= num_pdfs <= 60
+    info = json.loads((out / "graph" / "info.json").read_text())
+    assert info["tree_id"] == (out / "pdf_ali" / "tree_id").read_text().strip() == figures["tree_id"]
+    assert set(figures["sizes"]) == {"G", "LG", "CLG", "Ha", "HCLGa", "HCLG"}
+    assert figures["lm_oov_tokens"] == 1          # THE is not in the lexicon
+    assert figures["dev_perplexity"] > 1
+
+
+def test_pdf_alignments_are_targets(mini_lang, mini_corpus):
+    import kaldiio
+
+    out, figures = mini_lang
+    phones = kaldiio.load_scp(str(mini_corpus / "train" / "ali.scp"))
+    pdfs = kaldiio.load_scp(str(out / "pdf_ali" / "train.scp"))
+    assert list(pdfs) == list(phones)
+    for utt in phones:
+        assert pdfs[utt].dtype == np.int32 and len(pdfs[utt]) == len(phones[utt])
+        assert 0 <= pdfs[utt].min() and pdfs[utt].max() < figures["num_pdfs"]
+
+
+def test_hclg_labels_and_self_loops(mini_lang):
+    import kaldifst
+
+    out, figures = mini_lang
+    hclg = kaldifst.StdVectorFst.read(str(out / "graph" / "HCLG.fst"))
+    arcs = fst_to_arcs(hclg)
+    assert arcs.il.max() <= figures["num_pdfs"] and arcs.il.min() >= 0   # pdf+1, no #n left
+    words = int(arcs.ol.max())
+    assert words <= max(int(x.split()[1]) for x in (out / "words.txt").read_text().splitlines())
+    loops = arcs.src == arcs.dst
+    assert loops.any()
+    # a state's self-loop carries the pdf of every arc entering the state
+    loop_label = dict(zip(arcs.src[loops].tolist(), arcs.il[loops].tolist()))
+    assert len(loop_label) == int(loops.sum())            # at most one loop per state
+    for d, il in zip(arcs.dst[~loops].tolist(), arcs.il[~loops].tolist()):
+        if d in loop_label:
+            assert il == loop_label[d]
+    # and every arc with a pdf leads to a state that has that pdf's loop
+    entered = arcs.dst[~loops][arcs.il[~loops] > 0]
+    assert all(d in loop_label for d in entered.tolist())
