@@ -99,6 +99,5 @@ def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | No
         assert ref is not None and hyp is not None and out is not None
         with command_run("score", out, params):
             data = score_files(ref, hyp, out, opts)
-        click.echo(data["kaldi_line"])
-        click.echo(f"sclite-style: %WER {data['total']['wer']} "
-                   f"({data['total']['errors']} / {data['total']['words']})")
+        click.echo(f"{data['kaldi_line']}  (Kaldi compute-wer)")
+        click.echo(f"{data['sclite_line']}  (sclite)")

@@ -167,6 +167,7 @@ def write_reports(res: ScoreResult, out: Path, subsets: Sequence[tuple[str, str]
         "total": total.as_dict(),
         "kaldi": ktotal.as_dict(),
         "kaldi_line": kaldi_lines(ktotal).splitlines()[0],
+        "sclite_line": _wer_line(total).strip(),
         "speakers": {k: v.as_dict() for k, v in spk.items()},
         "subsets": {name: {"pattern": pat, **res.total(res.subset(pat)).as_dict(),
                            "kaldi": res.kaldi_total(res.subset(pat)).as_dict()}
