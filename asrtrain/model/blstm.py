@@ -88,6 +88,9 @@ class ModelConfig:
 class BLSTM(nn.Module):
     """Normalise → stacked BiLSTM → linear projection → logits over pdfs, per frame."""
 
+    feat_mean: torch.Tensor
+    feat_std: torch.Tensor
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
@@ -96,7 +99,7 @@ class BLSTM(nn.Module):
         self.lstm = nn.LSTM(config.input_dim, config.hidden, num_layers=config.layers,
                             batch_first=True, bidirectional=True,
                             dropout=config.dropout if config.layers > 1 else 0.0)
-        self.proj = nn.Linear(2 * config.hidden, config.proj) if config.proj else None
+        self.proj: nn.Linear | None = nn.Linear(2 * config.hidden, config.proj) if config.proj else None
         self.output = nn.Linear(config.output_input_dim, config.num_pdfs)
 
     def set_normalization(self, mean: Any, var: Any, floor: float = 1e-8) -> None:

@@ -50,11 +50,11 @@ def plot_runs(exps: list[Path], out: Path, labels: list[str] | None = None,
                      label=f"{label} train")
         held = [(r["epoch"], r["valid_loss"]) for r in rows if "valid_loss" in r]
         if held:
-            loss_ax.plot(*zip(*held), "--s", color=color, ms=3, label=f"{label} held-out")
+            loss_ax.plot(*zip(*held, strict=True), "--s", color=color, ms=3, label=f"{label} held-out")
         if has_acc:
             acc = [(r["epoch"], 100 * r["valid_acc"]) for r in rows if "valid_acc" in r]
             if acc:
-                axes[0][1].plot(*zip(*acc), "--s", color=color, ms=3, label=label)
+                axes[0][1].plot(*zip(*acc, strict=True), "--s", color=color, ms=3, label=label)
     loss_ax.set_xlabel("epoch")
     loss_ax.set_ylabel("cross-entropy per frame")
     loss_ax.grid(alpha=0.3)

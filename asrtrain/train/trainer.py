@@ -26,8 +26,13 @@ from asrtrain.core.errors import AsrtrainError, ConfigError, InputError
 from asrtrain.core.progress import Progress
 from asrtrain.model.blstm import BLSTM
 from asrtrain.model.io import save_final
-from asrtrain.train.checkpoint import (clean_temporaries, last_checkpoint, load_checkpoint,
-                                       save_checkpoint, set_rng_state)
+from asrtrain.train.checkpoint import (
+    clean_temporaries,
+    last_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    set_rng_state,
+)
 from asrtrain.train.config import TrainConfig
 from asrtrain.train.metrics import MetricsLog
 from asrtrain.train.schedule import LRSchedule
@@ -137,11 +142,12 @@ class Trainer:
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.schedule.lr(1),
                                          momentum=self.cfg.momentum, nesterov=self.cfg.nesterov,
                                          weight_decay=self.cfg.weight_decay)
-        self.step, self.start_epoch, self.history = 0, 1, []
+        self.step, self.start_epoch = 0, 1
+        self.history: list[dict[str, Any]] = []
         self.last_good: Path | None = None
         if self.cfg.resume:
             self._resume()
-        kwargs = {k: v for k, v in (("block_chunks", self.cfg.block_chunks),
+        kwargs: dict[str, Any] = {k: v for k, v in (("block_chunks", self.cfg.block_chunks),
                                     ("prefetch", self.cfg.prefetch)) if v is not None}
         self.loader = ChunkLoader(self.cfg.archive, self.cfg.per_learner_batch(self.strategy.world_size),
                                   seed=self.cfg.seed, rank=self.strategy.rank,
@@ -208,34 +214,42 @@ class Trainer:
         if self.cfg.max_steps_per_epoch:
             total_steps = min(total_steps, self.cfg.max_steps_per_epoch)
         totals = [0.0, 0.0, 0.0, 0.0]
-        window = [0.0, 0, time.perf_counter()]
-        chunks, t0 = 0, time.perf_counter()
-        desc = f"epoch {epoch}/{self.cfg.epochs}"
         batches = self.loader.epoch(epoch, blocks=blocks)
-        with contextlib.closing(batches), Progress(
-                desc, total=total_steps, enabled=None if self.strategy.is_main else False) as bar:
+        try:
+            self._run_batches(net, epoch, batches, totals, metrics, total_steps, per_learner)
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()  # stops the loader's prefetch thread at once after a break or an error
+        return totals
+
+    def _run_batches(self, net: torch.nn.Module, epoch: int, batches: Any, totals: list[float],
+                     metrics: MetricsLog | None, total_steps: int, per_learner: int) -> None:
+        """The inner loop: steps, a metrics row every ``log_every`` steps, the progress bar."""
+        win_loss, win_frames, win_start = 0.0, 0, time.perf_counter()
+        chunks, t0 = 0, time.perf_counter()
+        share = self.strategy.world_size / max(self.archive.num_chunks, 1)
+        show = None if self.strategy.is_main else False
+        with Progress(f"epoch {epoch}/{self.cfg.epochs}", total=total_steps, enabled=show) as bar:
             for x, y in batches:
-                lr = self.schedule.lr(epoch, chunks * self.strategy.world_size / max(self.archive.num_chunks, 1))
+                lr = self.schedule.lr(epoch, chunks * share)
                 self._set_lr(lr)
                 loss_sum, frames, correct = self.train_step(net, x, y, epoch)
                 chunks += per_learner
                 for i, v in enumerate((loss_sum, frames, correct, 1)):
                     totals[i] += v
-                window[0] += loss_sum
-                window[1] += frames
+                win_loss, win_frames = win_loss + loss_sum, win_frames + frames
                 if self.step % self.cfg.log_every == 0:
-                    elapsed = time.perf_counter() - window[2]
-                    row = {"step": self.step, "epoch": epoch, "lr": lr,
-                           "loss": window[0] / max(window[1], 1),
-                           "frames_per_s": window[1] / max(elapsed, 1e-9)}
+                    now = time.perf_counter()
                     if metrics is not None:
-                        metrics.write("step", **row)
-                    window = [0.0, 0, time.perf_counter()]
-                bar.advance(1, loss=loss_sum / max(frames, 1), lr=lr,
-                            fps=f"{totals[1] / max(time.perf_counter() - t0, 1e-9):.0f}")
+                        metrics.write("step", step=self.step, epoch=epoch, lr=lr,
+                                      loss=win_loss / max(win_frames, 1),
+                                      frames_per_s=win_frames / max(now - win_start, 1e-9))
+                    win_loss, win_frames, win_start = 0.0, 0, now
+                rate = totals[1] / max(time.perf_counter() - t0, 1e-9)
+                bar.advance(1, loss=loss_sum / max(frames, 1), lr=lr, fps=f"{rate:.0f}")
                 if self.cfg.max_steps_per_epoch and totals[3] >= self.cfg.max_steps_per_epoch:
                     break
-        return totals
 
     def fit(self) -> TrainResult:
         """Run the remaining epochs, write checkpoints and ``final.pt`` (main learner)."""
