@@ -26,7 +26,7 @@ apt:
 	@missing=""; \
 	command -v espeak-ng >/dev/null || missing="$$missing espeak-ng"; \
 	command -v sox >/dev/null || missing="$$missing sox"; \
-	command -v sclite >/dev/null || missing="$$missing sctk"; \
+	command -v sclite >/dev/null || test -x /usr/lib/sctk/bin/sclite || missing="$$missing sctk"; \
 	command -v flac >/dev/null || missing="$$missing flac"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing apt packages:$$missing"; \

@@ -77,7 +77,6 @@ def command_run(name: str, out: str | os.PathLike[str], params: dict[str, Any] |
     with open(log_path, "a", encoding="utf-8") as fh:
         fh.write(f"# {shlex.join(sys.argv)}\n# started {dt.datetime.now().isoformat(timespec='seconds')}"
                  f" on {os.uname().nodename} pid {os.getpid()}\n")
-    handler.stream.flush()
     if params is not None:
         write_config(out_path / (config_name or f"{name.replace(' ', '-')}.config.yaml"), params)
     write_fingerprint(out_path, extra_fingerprint)
