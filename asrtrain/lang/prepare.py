@@ -20,7 +20,7 @@ from asrtrain.lang import graph as graphs
 from asrtrain.lang.hmm import estimate_topology
 from asrtrain.lang.lexicon import (UNK, align_lexicon_text, lexicon_fst, phone_table, read_dict_dir,
                                    read_symbols, word_table, write_symbols)
-from asrtrain.lang.lm import estimate, perplexity, write_arpa
+from asrtrain.lang.lm import estimate, parse_min_count, perplexity, write_arpa
 from asrtrain.lang.pdf_ali import read_alignments, write_pdf_alignments
 from asrtrain.lang.tree import build_tree, pdf_table_text
 
@@ -66,6 +66,7 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
                  num_pdfs: int = 2000, min_count: str | None = None, states: int = 3) -> dict:
     """Build the whole lang directory and the graph; returns the figures it logged."""
     t0 = time.time()
+    parse_min_count(min_count, order)  # option errors before any work
     out.mkdir(parents=True, exist_ok=True)
     phones_txt = ali_dir / "phones.txt"
     lex = read_dict_dir(dict_dir, phones_txt if phones_txt.exists() else None)
