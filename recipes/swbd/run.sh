@@ -5,7 +5,8 @@
 #   - fMLLR features (steps/nnet/make_fmllr_feats.sh), 40 dims      -> *_fmllr_scp
 #   - online i-vectors (steps/online/nnet2/extract_ivectors_online.sh), 100 dims, every 10 frames
 #                                                                   -> *_ivector_scp
-#   - log-mel filterbanks, 40 dims (steps/make_fbank.sh) with their cmvn.scp -> *_fbank_dir
+#   - the Kaldi data dirs (wav.scp with sph2pipe pipes, utt2spk, text)    -> *_data_dir
+#     (asrtrain computes the 40 log-mel bins with Δ and ΔΔ from them, as in recipes/synth)
 #   - pdf alignments: ali-to-pdf exp/tri4_ali_nodup/final.mdl "ark:gunzip -c exp/tri4_ali_nodup/ali.*.gz|" \
 #       ark,scp:pdf_ali.ark,pdf_ali.scp                         -> *_pdf_ali_scp
 #   - a decoding graph whose input labels are pdf+1 (asrtrain prepare lang), or Kaldi's own
@@ -13,14 +14,15 @@
 #     `show-transitions phones.txt final.mdl` (stage 3 makes it when $kaldi_mdl is set);
 #   - the eval2000 STM and GLM (data/eval2000/stm, data/eval2000/glm).
 #
-#   ./run.sh --config conf/swbd300.conf            # stages 3..7
+#   ./run.sh --config conf/swbd300.conf            # stages 1..7
 #
-# Stages: 3 graph map, 4 archives, 5 train, 6 decode, 7 score (numbered as in recipes/synth).
+# Stages: 1 logmel features, 3 graph map, 4 archives, 5 train, 6 decode, 7 score
+# (numbered as in recipes/synth).
 set -euo pipefail
 cd "$(dirname "$0")"
 help_message="Usage: $0 --config conf/swbd300.conf [--stage N] [--stop-stage N] [--option value ...]"
 
-stage=3
+stage=1
 stop_stage=7
 force=false
 data=data
@@ -29,15 +31,15 @@ seed=0
 # the Kaldi side
 train_fmllr_scp=
 train_ivector_scp=
-train_fbank_dir=
+train_data_dir=
 train_pdf_ali_scp=
 dev_fmllr_scp=
 dev_ivector_scp=
-dev_fbank_dir=
+dev_data_dir=
 dev_pdf_ali_scp=
 eval_fmllr_scp=
 eval_ivector_scp=
-eval_fbank_dir=
+eval_data_dir=
 eval_text=
 eval_stm=
 eval_glm=
@@ -64,21 +66,33 @@ lmwt=8:15
 beam=13
 max_active=7000
 decode_nj=16
+feat_nj=16
+sample_rate=8000
 
 . ../utils/parse_options.sh
 . ./path.sh
 . ./cmd.sh
 . ../utils/stage.sh
 
-for v in train_fmllr_scp train_ivector_scp train_fbank_dir train_pdf_ali_scp dev_fmllr_scp \
-         dev_ivector_scp dev_fbank_dir dev_pdf_ali_scp eval_fmllr_scp eval_ivector_scp \
-         eval_fbank_dir num_pdfs graph_dir; do
+for v in train_fmllr_scp train_ivector_scp train_data_dir train_pdf_ali_scp dev_fmllr_scp \
+         dev_ivector_scp dev_data_dir dev_pdf_ali_scp eval_fmllr_scp eval_ivector_scp \
+         eval_data_dir num_pdfs graph_dir; do
   [ -n "${!v}" ] || { echo "$0: --${v//_/-} is required (see the header of this script)" >&2; exit 2; }
 done
 
 archives=$data/archives
 model=$exp/blstm_${strategy}
 tid_map_opt=()
+
+if want_stage 1; then
+  echo "=== stage 1: log-mel features (40 bins + Δ + ΔΔ) from the Kaldi data dirs"
+  for pair in train:"$train_data_dir" dev:"$dev_data_dir" eval:"$eval_data_dir"; do
+    name=${pair%%:*}; dir=${pair#*:}
+    done_or_run "logmel-$name" "$data/logmel/$name" \
+      asrtrain prepare features "$dir" "$data/logmel/$name" --type logmel --num-bins 40 --deltas \
+        --sample-rate "$sample_rate" --nj "$feat_nj"
+  done
+fi
 
 if want_stage 3 && [ -n "$kaldi_mdl" ]; then
   echo "=== stage 3: transition-id -> pdf map of the Kaldi graph ($kaldi_mdl)"
@@ -91,22 +105,23 @@ if want_stage 3 && [ -n "$kaldi_mdl" ]; then
 fi
 [ -f "$data/graph_map/tid2pdf" ] && tid_map_opt=(--tid2pdf "$data/graph_map/tid2pdf")
 
-archive() {  # archive NAME FMLLR IVECTOR FBANK_DIR [PDF_ALI]
-  local name=$1 fmllr=$2 ivec=$3 fbank=$4 ali=${5:-}
+archive() {  # archive NAME FMLLR IVECTOR [PDF_ALI]
+  local name=$1 fmllr=$2 ivec=$3 ali=${4:-}
+  local fbank=$data/logmel/$name
   local ali_opts=()
   [ -n "$ali" ] && ali_opts=(--ali "$ali" --num-pdfs "$num_pdfs")
   done_or_run "archive-$name" "$archives" \
     asrtrain prepare archive "$archives/$name.h5" \
-      --stream fmllr="$fmllr" --stream ivector="$ivec" --ivector-period "$ivector_period" \
-      --stream logmel="$fbank/feats.scp" --deltas logmel \
+      --stream fmllr="$fmllr" --stream ivector="$ivec" --ivector-period ivector="$ivector_period" \
+      --stream logmel="$fbank/feats.scp" \
       --cmvn logmel="$fbank/cmvn.scp" --utt2spk "$fbank/utt2spk" "${ali_opts[@]}"
 }
 
 if want_stage 4; then
   echo "=== stage 4: archives (fmllr 40 + ivector 100 + logmel+deltas 120 = 260)"
-  archive train "$train_fmllr_scp" "$train_ivector_scp" "$train_fbank_dir" "$train_pdf_ali_scp"
-  archive dev "$dev_fmllr_scp" "$dev_ivector_scp" "$dev_fbank_dir" "$dev_pdf_ali_scp"
-  archive eval "$eval_fmllr_scp" "$eval_ivector_scp" "$eval_fbank_dir"
+  archive train "$train_fmllr_scp" "$train_ivector_scp" "$train_pdf_ali_scp"
+  archive dev "$dev_fmllr_scp" "$dev_ivector_scp" "$dev_pdf_ali_scp"
+  archive eval "$eval_fmllr_scp" "$eval_ivector_scp"
 fi
 
 if want_stage 5; then

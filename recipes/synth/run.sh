@@ -118,7 +118,7 @@ if want_stage 4; then
     done_or_run "archive-$split" "$archives" \
       asrtrain prepare archive "$archives/$split.h5" \
         --stream fmllr="$exp/fmllr/$split/feats.scp" \
-        --stream ivector="$exp/ivectors/$split/ivectors.scp" --ivector-period "$ivector_period" \
+        --stream ivector="$exp/ivectors/$split/ivectors.scp" --ivector-period ivector="$ivector_period" \
         --stream logmel="$data/logmel/$split/feats.scp" \
         --cmvn logmel="$data/logmel/$split/cmvn.scp" --utt2spk "$corpus/$split/utt2spk" \
         --ali "$lang/pdf_ali/$split.scp" --num-pdfs "$(cat "$lang/num_pdfs")"
