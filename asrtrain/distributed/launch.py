@@ -46,14 +46,14 @@ def expand_hostlist(spec: str) -> list[str]:
             hosts.append(item)
             continue
         prefix, ranges, rest = m.groups()
-        for tail in expand_hostlist(rest) if rest else [""]:
-            for part in ranges.split(","):
-                lo, _, hi = part.partition("-")
-                if not lo.isdigit() or (hi and not hi.isdigit()):
-                    raise ConfigError(f"cannot parse Slurm host list {spec!r}")
-                width = len(lo)
-                for i in range(int(lo), int(hi or lo) + 1):
-                    hosts.append(f"{prefix}{i:0{width}d}{tail}")
+        tails = expand_hostlist(rest) if rest else [""]
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                raise ConfigError(f"cannot parse Slurm host list {spec!r}")
+            width = len(lo)
+            for i in range(int(lo), int(hi or lo) + 1):
+                hosts.extend(f"{prefix}{i:0{width}d}{tail}" for tail in tails)
     return hosts
 
 
@@ -217,6 +217,8 @@ def describe_failures(failures: Mapping[int, Any]) -> str:
             msg = failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
         except Exception:  # noqa: BLE001 - a failure record without a message
             msg = ""
+        if not msg or msg.startswith("To enable traceback"):
+            msg = "the process died" if failure.exitcode not in (None, 1) else ""
         first = (msg or "").strip().splitlines()[-1:] or [""]
         code = f"exit code {failure.exitcode}" if failure.exitcode is not None else "failed"
         parts.append(f"learner rank {rank} {code}" + (f": {first[0]}" if first[0] else ""))
