@@ -208,13 +208,16 @@ class Trainer:
 
     def run_epoch(self, net: torch.nn.Module, epoch: int, metrics: MetricsLog | None) -> list[float]:
         """Train one epoch; returns [loss sum, real frames, correct frames, steps] of this learner."""
-        blocks = self.strategy.blocks(epoch, self.loader.num_blocks)
         per_learner = self.cfg.per_learner_batch(self.strategy.world_size)
         total_steps = math.ceil(self.archive.num_chunks / self.cfg.batch)
         if self.cfg.max_steps_per_epoch:
             total_steps = min(total_steps, self.cfg.max_steps_per_epoch)
         totals = [0.0, 0.0, 0.0, 0.0]
-        batches = self.loader.epoch(epoch, blocks=blocks)
+        # A distributed strategy serves the batches itself (work sharing, members of a
+        # super-learner in lockstep); otherwise the loader's own order.
+        serve = getattr(self.strategy, "batches", None)
+        batches = serve(self.loader, epoch) if serve is not None else self.loader.epoch(
+            epoch, blocks=self.strategy.blocks(epoch, self.loader.num_blocks))
         try:
             self._run_batches(net, epoch, batches, totals, metrics, total_steps, per_learner)
         finally:
