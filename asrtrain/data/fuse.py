@@ -116,10 +116,10 @@ def resolve_kinds(streams: list[Stream], utt: str) -> None:
         if m.ndim not in (1, 2):
             raise InputError(f"utterance {utt!r}: expected a matrix or vector, got shape "
                              f"{m.shape}", s.scp)
-        if s.period:
+        if m.ndim == 1 or (m.shape[0] == 1 and multi_row and not s.period):
+            s.kind = "utterance"  # a vector has no period, whatever the options say
+        elif s.period:
             s.kind = "online"
-        elif m.ndim == 1 or (m.shape[0] == 1 and multi_row):
-            s.kind = "utterance"
         else:
             s.kind = "frame"
         s.dim = int(m.shape[-1])

@@ -35,6 +35,16 @@ def test_per_utterance_vector_and_1xD_matrix_are_repeated(tmp_path: Path) -> Non
     np.testing.assert_array_equal(out[:, 5:], np.tile(m, (4, 1)))
 
 
+def test_a_vector_stream_is_per_utterance_even_with_a_period(tmp_path: Path) -> None:
+    streams = streams_of(tmp_path, f={"u": np.zeros((25, 2), np.float32)},
+                         iv={"u": np.ones(3, np.float32)})
+    streams[1].period = 10
+    resolve_kinds(streams, "u")
+    assert streams[1].kind == "utterance"
+    out = fuse_utterance(streams, "u", None, tolerance=2).feats
+    assert out is not None and out.shape == (25, 5) and (out[:, 2:] == 1).all()
+
+
 def test_online_ivectors_row_k_covers_frames_k_times_period(tmp_path: Path) -> None:
     f = np.zeros((25, 2), dtype=np.float32)
     rows = np.array([[0.0], [1.0], [2.0]], dtype=np.float32)  # ceil(25 / 10) = 3
