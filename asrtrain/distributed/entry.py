@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from asrtrain.core.errors import AsrtrainError
+from asrtrain.core.errors import AsrtrainError, ConfigError
 from asrtrain.distributed.config import DistConfig
 from asrtrain.distributed.launch import Placement, detect, init_worker, launch_local
 
@@ -81,6 +81,10 @@ def _train(strategy: Any, train_cfg: Any) -> Any:
 def run(train_cfg: Any, dist_cfg: DistConfig) -> Any:
     """Train with ``dist_cfg``'s strategy; returns what rank 0's trainer returned."""
     if dist_cfg.strategy == "single":
+        place = detect()
+        if dist_cfg.nproc > 1 or (place is not None and place.world_size > 1):
+            raise ConfigError("--strategy single trains one learner: choose ssgd, adpsgd or h-adpsgd "
+                              "for several")
         from asrtrain.train.trainer import train
 
         return train(train_cfg)
@@ -106,8 +110,8 @@ def plan(train_cfg: Any, dist_cfg: DistConfig, rounds: int = 4) -> dict[str, Any
     size = resolve_group_size(dist_cfg.strategy, world, place.local_world_size, dist_cfg.group_size)
     lay = Layout(0, world, size)
     n = lay.num_super
-    batch = _attr(train_cfg, "batch_size")
-    out: dict[str, Any] = {
+    out: dict[str, Any] = _single_plan(train_cfg)
+    out.update({
         "strategy": dist_cfg.strategy,
         "launcher": place.launcher,
         "learners": world,
@@ -117,7 +121,7 @@ def plan(train_cfg: Any, dist_cfg: DistConfig, rounds: int = 4) -> dict[str, Any
         "backend": dist_cfg.backend,
         "timeout_s": dist_cfg.timeout_s,
         "global_average": dist_cfg.global_average,
-    }
+    })
     if n > 1:
         out["topology"] = dist_cfg.topology
         out["ring"] = ring_order(n, 0, dist_cfg.topology, dist_cfg.gossip_seed, dist_cfg.reshuffle_every)
@@ -125,11 +129,25 @@ def plan(train_cfg: Any, dist_cfg: DistConfig, rounds: int = 4) -> dict[str, Any
                                          dist_cfg.reshuffle_every)) for r in range(rounds)]
         out["spectral_gap"] = round(spectral_gap(n, dist_cfg.topology, dist_cfg.gossip_seed,
                                                  dist_cfg.reshuffle_every), 4)
+    batch = _attr(train_cfg, "batch")
     if batch is not None:
-        out["batch_per_learner"] = int(batch)
-        out["effective_batch"] = int(batch) * world
-    out["lr_schedule"] = _lr_schedule(train_cfg, world)
+        per = train_cfg.per_learner_batch(world) if hasattr(train_cfg, "per_learner_batch") else batch // world
+        out["batch_per_learner"] = int(per)
+        out["effective_batch"] = int(per) * world
+        out["super_learner_batch"] = int(per) * size
+    lrs = _lr_schedule(train_cfg, world)
+    if lrs is not None:
+        out["lr by epoch"] = ", ".join(f"{v:.4g}" for v in lrs)
     return out
+
+
+def _single_plan(train_cfg: Any) -> dict[str, Any]:
+    """The trainer's own plan (archive, model, schedule) when the config is a real one."""
+    if train_cfg is None or not hasattr(train_cfg, "archive"):
+        return {}
+    from asrtrain.train.trainer import plan as single_plan
+
+    return dict(single_plan(train_cfg))
 
 
 def _pairs(partner: list[int | None]) -> list[list[int]]:

@@ -77,6 +77,8 @@ class DistributedStrategy(Strategy):
         self._apply_now = False
         self._last_t: float | None = None
         self._resume_rounds: int | None = None
+        self._barriers = 0
+        self._work_store = store.clone() if hasattr(store, "clone") else store  # the loader's thread
         self.stats: dict[str, Any] = {}
 
     # ----- what the loop asks ----------------------------------------------------------------
@@ -114,14 +116,14 @@ class DistributedStrategy(Strategy):
         """
         self._begin_epoch()
         if self.layout.group_size == 1:
-            return WorkQueue(self.store, self.layout, None, num_blocks, epoch, self.seed).iter_blocks()
+            return WorkQueue(self._work_store, self.layout, None, num_blocks, epoch, self.seed).iter_blocks()
         order = block_order(num_blocks, epoch, self.seed)
         return [int(b) for b in order[self.rank::self.world_size]]
 
     def batches(self, loader: Any, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The epoch's batches for this learner, with work sharing and lockstep members."""
         self._begin_epoch()
-        queue = WorkQueue(self.store, self.layout, self.groups.super, loader.num_blocks, epoch, self.seed)
+        queue = WorkQueue(self._work_store, self.layout, self.groups.super, loader.num_blocks, epoch, self.seed)
         if self.layout.group_size == 1:
             for x, y in loader.epoch(epoch, blocks=queue.iter_blocks()):
                 self.heartbeat.touch()
@@ -291,9 +293,21 @@ class DistributedStrategy(Strategy):
         return [float(v) for v in t]
 
     def barrier(self) -> None:
-        import torch.distributed as dist
+        """Wait for every learner, as long as they are alive (the main one may be validating).
 
-        dist.barrier()
+        A store counter rather than ``dist.barrier``: a long validation on the main
+        learner must not trip the collectives' timeout, a dead learner still must.
+        """
+        self._barriers += 1
+        key = f"barrier/{self._barriers}"
+        self.store.add(key, 1)
+        last_check = time.monotonic()
+        while int(self.store.add(key, 0)) < self.world_size:
+            self.heartbeat.touch()
+            if time.monotonic() - last_check > 0.5:
+                self.heartbeat.check()
+                last_check = time.monotonic()
+            time.sleep(POLL_S * 5)
 
     def state_dict(self) -> dict[str, Any]:
         return {"strategy": self.name, "world_size": self.world_size, "group_size": self.layout.group_size,
