@@ -235,7 +235,6 @@ def make_features(data_dir: str | os.PathLike[str], out_dir: str | os.PathLike[s
     import logging
 
     from asrtrain.core.errors import InputError
-    from asrtrain.core.progress import Progress
     from asrtrain.data.kaldi_dir import read_scp, read_utt2spk, validate_data_dir
 
     log = logging.getLogger("asrtrain.features")
@@ -260,7 +259,7 @@ def make_features(data_dir: str | os.PathLike[str], out_dir: str | os.PathLike[s
     name = f"raw_{cfg.type}_{data.resolve().name}"
     jobs = split_even(items, nj)
     arks = [str(out / "data" / f"{name}.{j + 1}.ark") for j in range(len(jobs))]
-    results = _run_jobs(arks, jobs, cfg, str(data / "wav.scp"), segments, Progress)
+    results = _run_jobs(arks, jobs, cfg, str(data / "wav.scp"), segments)
     merged = JobResult({}, {}, {}, {})
     for r in results:
         for field in ("scp", "frames", "stats", "skipped"):
@@ -278,10 +277,12 @@ def make_features(data_dir: str | os.PathLike[str], out_dir: str | os.PathLike[s
 
 
 def _run_jobs(arks: list[str], jobs: list[list], cfg: FeatureConfig, scp_name: str,
-              segments: dict | None, progress_cls: type) -> list[JobResult]:
-    """Run the jobs inline (one) or in worker processes (several)."""
+              segments: dict | None) -> list[JobResult]:
+    """Run the jobs inline (one) or in worker processes (several, spawned: fork-safe)."""
+    from asrtrain.core.progress import Progress
+
     results: list[JobResult] = []
-    with progress_cls("features", total=sum(len(j) for j in jobs), unit=" utts") as bar:
+    with Progress("features", total=sum(len(j) for j in jobs), unit=" utts") as bar:
         if len(jobs) == 1:
             results.append(run_job(arks[0], jobs[0], cfg, scp_name, segments))
             bar.advance(len(jobs[0]))
