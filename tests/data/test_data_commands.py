@@ -99,3 +99,23 @@ def test_tiny_corpus_features_and_archive(request: pytest.FixtureRequest, tmp_pa
     assert arc.skipped == []  # the corpus' alignment has exactly the fbank frame count
     assert len(arc.utterances) == len(read_table(corpus / "dev" / "utt2spk"))
     assert arc.priors[1] > 0  # silence is seen
+
+
+def test_info_of_a_decoding_archive_lists_skips(tmp_path: Path) -> None:
+    import kaldiio
+    from feature_helpers import make_streams
+
+    src = make_streams(tmp_path / "src", [30, 40, 50])
+    b = dict(src["b"])
+    b.pop(sorted(b)[0])
+    kaldiio.save_ark(str(tmp_path / "b.ark"), b, scp=str(tmp_path / "b.scp"))
+    out = tmp_path / "test.h5"
+    res = invoke("prepare", "archive", out, "--stream", f"a={src['a_scp']}",
+                 "--stream", f"b={tmp_path / 'b.scp'}", "--chunk", "10")
+    assert res.exit_code == 0, res.output
+    assert "2 utterances" in res.output and "1 skipped" in res.output
+    res = CliRunner().invoke(cli, ["info", str(out)], env={"COLUMNS": "160"})
+    assert res.exit_code == 0, res.output
+    for text in ("none (decoding archive)", "skipped utterances (first 1 of 1)",
+                 "spk0-u0000", "missing in stream b", "of 10 frames"):
+        assert text in res.output
