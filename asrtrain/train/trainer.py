@@ -3,10 +3,11 @@
 Per step: logits → summed frame cross-entropy over the real (unpadded) frames →
 divided by ``strategy.loss_denominator`` → backward → gradient clipping → SGD
 step → ``strategy.after_step``. Per epoch: ``strategy.end_epoch`` (agree on the
-end, average weights), figures summed over learners with ``strategy.all_sum``,
-then the main learner evaluates the held-out set, writes the metrics row and the
-checkpoint. A non-finite loss or gradient stops the run with an error naming
-the step; the last complete checkpoint stays as it was.
+end, average weights), every learner evaluates its share of the held-out set,
+the figures are summed over learners with ``strategy.all_sum``, and the main
+learner writes the metrics row and the checkpoint. A non-finite loss or gradient
+stops the run with an error naming the step; the last complete checkpoint stays
+as it was.
 """
 
 from __future__ import annotations
@@ -92,15 +93,21 @@ def open_archive(path: Path, role: str) -> Any:
 
 
 def evaluate(model: BLSTM, archive: Any, batch: int, device: torch.device,
-             dtype: torch.dtype | None) -> dict[str, float]:
-    """Held-out loss per real frame and frame accuracy, over every chunk in order."""
+             dtype: torch.dtype | None, rank: int = 0, world_size: int = 1) -> list[float]:
+    """[summed loss, real frames, correct frames] over this learner's share of the held-out set.
+
+    Held-out batches are dealt round-robin to the learners (batch i to learner
+    i mod world), so every learner evaluates in parallel and ``all_sum`` of the
+    results covers every chunk exactly once.
+    """
     from asrtrain.data.loader import IGNORE_INDEX
 
     was_training = model.training
     model.eval()
     loss_sum, frames, correct = 0.0, 0, 0
+    starts = list(range(0, archive.num_chunks, batch))[rank::world_size]
     with torch.no_grad():
-        for start in range(0, archive.num_chunks, batch):
+        for start in starts:
             feats, targets = archive.read_chunks(start, min(start + batch, archive.num_chunks))
             x = torch.as_tensor(feats).to(device=device, dtype=torch.float32)
             y = torch.as_tensor(targets).to(device=device, dtype=torch.int64)
@@ -110,8 +117,14 @@ def evaluate(model: BLSTM, archive: Any, batch: int, device: torch.device,
             ls, n, c = frame_loss(logits, y, IGNORE_INDEX)
             loss_sum, frames, correct = loss_sum + float(ls), frames + n, correct + c
     model.train(was_training)
+    return [loss_sum, float(frames), float(correct)]
+
+
+def held_out_figures(sums: list[float]) -> dict[str, float]:
+    """Loss per real frame and frame accuracy from :func:`evaluate`'s (summed) totals."""
+    loss_sum, frames, correct = sums
     return {"valid_loss": loss_sum / max(frames, 1), "valid_acc": correct / max(frames, 1),
-            "valid_frames": frames}
+            "valid_frames": int(frames)}
 
 
 class Trainer:
@@ -250,7 +263,8 @@ class Trainer:
                                       frames_per_s=win_frames / max(now - win_start, 1e-9))
                     win_loss, win_frames, win_start = 0.0, 0, now
                 rate = totals[1] / max(time.perf_counter() - t0, 1e-9)
-                bar.advance(1, loss=loss_sum / max(frames, 1), lr=lr, fps=f"{rate:.0f}")
+                bar.advance(1, step=self.step, loss=loss_sum / max(frames, 1), lr=lr,
+                            fps=f"{rate:.0f}")
                 if self.cfg.max_steps_per_epoch and totals[3] >= self.cfg.max_steps_per_epoch:
                     break
 
@@ -267,7 +281,11 @@ class Trainer:
                 started = time.perf_counter()
                 totals = self.run_epoch(net, epoch, metrics)
                 strategy.end_epoch(self.model, epoch)
-                loss_sum, frames, correct, steps = strategy.all_sum(totals)
+                if self.valid is not None:
+                    totals += evaluate(self.model, self.valid, cfg.valid_batch, self.device,
+                                       self.dtype, strategy.rank, strategy.world_size)
+                sums = strategy.all_sum(totals)
+                loss_sum, frames, correct, steps = sums[:4]
                 seconds = time.perf_counter() - started
                 if main:
                     row = {"epoch": epoch, "step": self.step, "lr": self.schedule.lr(epoch),
@@ -276,7 +294,7 @@ class Trainer:
                            "learner_steps": int(steps), "seconds": seconds,
                            "frames_per_s": frames / max(seconds, 1e-9)}
                     if self.valid is not None:
-                        row.update(evaluate(self.model, self.valid, cfg.valid_batch, self.device, self.dtype))
+                        row.update(held_out_figures(sums[4:]))
                     self.history.append(row)
                     assert metrics is not None
                     metrics.write("epoch", **row)

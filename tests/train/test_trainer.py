@@ -114,3 +114,29 @@ def test_archive_errors(learnable_archives: tuple[Path, Path], tmp_path: Path) -
         train(_cfg(learnable_archives, tmp_path / "e1", archive=no_targets))
     with pytest.raises(InputError, match="held-out archive has no targets"):
         train(_cfg(learnable_archives, tmp_path / "e2", valid=no_targets))
+
+
+def test_bf16_autocast_path_learns_on_cpu(learnable_archives: tuple[Path, Path], tmp_path: Path) -> None:
+    from asrtrain.train.trainer import autocast_dtype
+
+    assert autocast_dtype("auto", torch.device("cpu")) is None
+    assert autocast_dtype("auto", torch.device("cuda")) is torch.bfloat16
+    assert autocast_dtype("fp32", torch.device("cuda")) is None
+    result = train(_cfg(learnable_archives, tmp_path / "exp", epochs=2, precision="bf16"))
+    valid = Archive(learnable_archives[1])
+    assert result.history[-1]["valid_acc"] > valid.priors.max() / valid.priors.sum() + 0.2
+
+
+def test_held_out_shards_cover_every_chunk_once(learnable_archives: tuple[Path, Path]) -> None:
+    from asrtrain.train.trainer import evaluate
+
+    torch.manual_seed(0)
+    from asrtrain.model.blstm import BLSTM
+
+    valid = Archive(learnable_archives[1])
+    model = BLSTM(ModelConfig(input_dim=8, hidden=4, layers=1, proj=0, num_pdfs=5))
+    whole = evaluate(model, valid, 7, torch.device("cpu"), None)
+    parts = [evaluate(model, valid, 7, torch.device("cpu"), None, rank=r, world_size=3) for r in range(3)]
+    summed = [sum(p[i] for p in parts) for i in range(3)]
+    assert summed[1:] == whole[1:] and whole[1] == valid.num_frames
+    assert summed[0] == pytest.approx(whole[0], rel=1e-6)
