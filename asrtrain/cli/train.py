@@ -97,6 +97,8 @@ def _show(title: str, plan: dict[str, Any]) -> None:
               help="Chunks per loader block (default: the loader's).")
 @click.option("--max-steps-per-epoch", type=click.IntRange(min=1), default=None,
               help="Cut every epoch after this many steps (smoke tests).")
+@click.option("--keep-checkpoints", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Keep only the newest N epoch checkpoints (0: all).")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="single", show_default=True)
 @click.option("--group-size", type=click.IntRange(min=1), default=None,
               help="Learners per super-learner (h-adpsgd; default: one node).")
@@ -112,7 +114,7 @@ def train(ctx: click.Context, archive: Path, exp: Path, valid: Path | None, epoc
           model_config: Path | None, hidden: int | None, layers: int | None, proj: int | None,
           dropout: float | None, seed: int, resume: bool, log_every: int, precision: str,
           threads: int | None, block_chunks: int | None, max_steps_per_epoch: int | None,
-          strategy: str, group_size: int | None, topology: str, nproc: int, gossip_seed: int,
+          keep_checkpoints: int, strategy: str, group_size: int | None, topology: str, nproc: int, gossip_seed: int,
           dry_run: bool, config: str | None) -> None:
     """Train the BLSTM acoustic model on ARCHIVE into the experiment directory EXP.
 
@@ -132,7 +134,7 @@ def train(ctx: click.Context, archive: Path, exp: Path, valid: Path | None, epoc
                       nesterov=nesterov, weight_decay=weight_decay, clip=clip, seed=seed,
                       model=ModelConfig.from_dict(sizes), log_every=log_every, resume=resume,
                       precision=precision, num_threads=threads, block_chunks=block_chunks,
-                      max_steps_per_epoch=max_steps_per_epoch)
+                      max_steps_per_epoch=max_steps_per_epoch, keep_checkpoints=keep_checkpoints)
     rank = launcher_rank()
     distributed = strategy != "single" or nproc > 1 or rank is not None
     if distributed:

@@ -132,3 +132,13 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         except Exception as exc:  # a corrupt pickle: name the file, not a traceback
             raise InputError(f"cannot read checkpoint file {name}: {exc}", path) from None
     return out
+
+
+def prune_checkpoints(exp: Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` complete checkpoints (0: keep all); return the deleted."""
+    if keep <= 0:
+        return []
+    old = [path for _, path in list_checkpoints(exp)[:-keep]]
+    for path in old:
+        shutil.rmtree(path)
+    return old

@@ -61,6 +61,7 @@ class TrainConfig:
     num_threads: int | None = None   # torch intra-op threads (None: leave torch's setting)
     valid_batch: int = 256           # chunks per held-out batch
     max_steps_per_epoch: int | None = None  # cut epochs short (smoke tests, benchmarks)
+    keep_checkpoints: int = 0        # keep only the newest N checkpoints (0: keep all)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "archive", Path(self.archive))
@@ -86,6 +87,7 @@ class TrainConfig:
             (self.valid_batch >= 1, f"valid batch must be at least 1, got {self.valid_batch}"),
             (self.max_steps_per_epoch is None or self.max_steps_per_epoch >= 1,
              "max_steps_per_epoch must be at least 1"),
+            (self.keep_checkpoints >= 0, f"keep_checkpoints must be >= 0, got {self.keep_checkpoints}"),
         ]
         for ok, message in checks:
             if not ok:

@@ -31,6 +31,7 @@ from asrtrain.train.checkpoint import (
     clean_temporaries,
     last_checkpoint,
     load_checkpoint,
+    prune_checkpoints,
     save_checkpoint,
     set_rng_state,
 )
@@ -303,6 +304,7 @@ class Trainer:
                     self.last_good = save_checkpoint(cfg.exp, epoch, self.model, self.optimizer, {
                         "step": self.step, "config": cfg.to_dict(), "history": self.history,
                         "strategy": strategy.state_dict()})
+                    prune_checkpoints(cfg.exp, cfg.keep_checkpoints)
                 strategy.barrier()
             final = self._write_final() if main else None
         finally:

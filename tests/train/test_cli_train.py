@@ -33,9 +33,11 @@ def test_train_writes_the_experiment_dir(learnable_archives: tuple[Path, Path], 
     assert (final.config.hidden, final.config.layers, final.config.proj) == (8, 1, 4)  # option wins
     # the saved config runs again (--config): epoch 1 is done, so it resumes and writes final.pt
     again = CliRunner().invoke(cli, ["train", "--config", str(exp / "config.yaml"),
-                                     str(learnable_archives[0]), str(exp), "--epochs", "2"])
+                                     str(learnable_archives[0]), str(exp), "--epochs", "3",
+                                     "--keep-checkpoints", "2"])
     assert again.exit_code == 0, again.output
-    assert load_final(exp / "final.pt").meta["steps"] == 2 * final.meta["steps"]
+    assert load_final(exp / "final.pt").meta["steps"] == 3 * final.meta["steps"]
+    assert sorted(p.name for p in (exp / "checkpoints").iterdir()) == ["epoch-2", "epoch-3"]
 
 
 def test_dry_run_prints_the_plan(learnable_archives: tuple[Path, Path], tmp_path: Path) -> None:
