@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +29,10 @@ from asrtrain.core.progress import Progress
 from asrtrain.model.blstm import BLSTM
 from asrtrain.model.io import save_final
 from asrtrain.train.checkpoint import (
+    checkpoint_dir,
     clean_temporaries,
     last_checkpoint,
+    list_checkpoints,
     load_checkpoint,
     prune_checkpoints,
     save_checkpoint,
@@ -161,6 +164,8 @@ class Trainer:
         self.last_good: Path | None = None
         if self.cfg.resume:
             self._resume()
+        elif self.strategy.is_main:
+            self._forget_earlier_run()
         kwargs: dict[str, Any] = {k: v for k, v in (("block_chunks", self.cfg.block_chunks),
                                     ("prefetch", self.cfg.prefetch)) if v is not None}
         self.loader = ChunkLoader(self.cfg.archive, self.cfg.per_learner_batch(self.strategy.world_size),
@@ -187,6 +192,16 @@ class Trainer:
         self.history = list(trainer.get("history", []))
         self.last_good = path
         log.info("resuming from %s (epoch %d done, step %d)", path, trainer["epoch"], self.step)
+
+    def _forget_earlier_run(self) -> None:
+        """``--no-resume`` starts over: an earlier run's checkpoints must not be resumed later."""
+        clean_temporaries(self.cfg.exp)
+        old = list_checkpoints(self.cfg.exp)
+        for _, path in old:
+            shutil.rmtree(path)
+        if old:
+            log.warning("--no-resume: removed %d checkpoint(s) of an earlier run in %s", len(old),
+                        checkpoint_dir(self.cfg.exp))
 
     def _set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:

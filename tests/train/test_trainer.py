@@ -140,3 +140,19 @@ def test_held_out_shards_cover_every_chunk_once(learnable_archives: tuple[Path, 
     summed = [sum(p[i] for p in parts) for i in range(3)]
     assert summed[1:] == whole[1:] and whole[1] == valid.num_frames
     assert summed[0] == pytest.approx(whole[0], rel=1e-6)
+
+
+def test_no_resume_starts_over_and_forgets_old_checkpoints(learnable_archives: tuple[Path, Path],
+                                                          tmp_path: Path) -> None:
+    exp = tmp_path / "exp"
+    train(_cfg(learnable_archives, exp, epochs=3, valid=None))
+    result = train(_cfg(learnable_archives, exp, epochs=1, valid=None, resume=False))
+    assert result.start_epoch == 1 and [e for e, _ in list_checkpoints(exp)] == [1]
+    rows = [json.loads(line) for line in (exp / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in rows if r["kind"] == "epoch"] == [1]
+    # resuming a finished run trains nothing more and rewrites the same final model
+    before = load_final(exp / "final.pt").model.state_dict()
+    again = train(_cfg(learnable_archives, exp, epochs=1, valid=None))
+    assert again.start_epoch == 2 and again.steps == result.steps
+    after = load_final(exp / "final.pt").model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
