@@ -314,8 +314,7 @@ class Trainer:
                     self.history.append(row)
                     assert metrics is not None
                     metrics.write("epoch", **row)
-                    log.info("epoch %d: %s", epoch, "  ".join(
-                        f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+                    log.info("%s", epoch_summary(row))
                     self.last_good = save_checkpoint(cfg.exp, epoch, self.model, self.optimizer, {
                         "step": self.step, "config": cfg.to_dict(), "history": self.history,
                         "strategy": strategy.state_dict()})
@@ -335,6 +334,15 @@ class Trainer:
                           self.archive.layout, meta)
         log.info("final model written to %s", path)
         return path
+
+
+def epoch_summary(row: dict[str, Any]) -> str:
+    """One readable log line for an epoch row."""
+    text = (f"epoch {row['epoch']}: train loss {row['train_loss']:.4f} acc {100 * row['train_acc']:.1f}%")
+    if "valid_loss" in row:
+        text += f" | held-out loss {row['valid_loss']:.4f} acc {100 * row['valid_acc']:.1f}%"
+    return (text + f" | lr {row['lr']:.4g} | {row['frames_per_s']:,.0f} frames/s | "
+            f"{row['seconds']:.1f} s, step {row['step']}")
 
 
 def _plain(value: Any) -> Any:
