@@ -1,0 +1,97 @@
+"""The real trainer with a DistributedStrategy, through ``asrtrain train`` (tiny BLSTM, tiny archive)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ASRTRAIN = Path(sys.executable).parent / "asrtrain"
+TINY = ["--hidden", "8", "--layers", "1", "--proj", "0", "--batch", "8", "--block-chunks", "8",
+        "--lr", "0.5", "--warmup-epochs", "0", "--log-every", "1000"]
+
+
+def _archive_writer():
+    spec = importlib.util.spec_from_file_location("train_conftest", HERE.parent / "train" / "conftest.py")
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    return mod.write_learnable_archive
+
+
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory) -> tuple[Path, Path]:
+    write = _archive_writer()
+    root = tmp_path_factory.mktemp("dist_archives")
+    return write(root / "train.h5", 60, seed=0), write(root / "valid.h5", 20, seed=1)
+
+
+def _train(train: Path, valid: Path, exp: Path, *args: str) -> list[dict]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "PMI_RANK")}
+    env["OMP_NUM_THREADS"] = "1"
+    proc = subprocess.run([str(ASRTRAIN), "train", str(train), str(exp), "--valid", str(valid), *TINY, *args],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (exp / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["kind"] == "epoch"]
+
+
+def test_h_adpsgd_trains_through_the_cli(archives, tmp_path):
+    from asrtrain.model.io import load_final
+    from asrtrain.train.checkpoint import last_checkpoint, load_checkpoint
+
+    train, valid = archives
+    exp = tmp_path / "exp"
+    rows = _train(train, valid, exp, "--strategy", "h-adpsgd", "--group-size", "2", "--nproc", "4",
+                  "--epochs", "2")
+    assert [r["epoch"] for r in rows] == [1, 2]
+    assert rows[1]["valid_loss"] < rows[0]["valid_loss"]
+    assert rows[0]["train_frames"] == rows[1]["train_frames"]  # every frame once per epoch, over 4 learners
+    final = load_final(exp / "final.pt")
+    assert final.config.hidden == 8
+    strategy = load_checkpoint(last_checkpoint(exp))["trainer"]["strategy"]
+    assert strategy["strategy"] == "h-adpsgd" and strategy["group_size"] == 2 and strategy["rounds"] >= 1
+
+
+def test_dry_run_shows_the_plan(archives, tmp_path):
+    train, valid = archives
+    proc = subprocess.run([str(ASRTRAIN), "train", str(train), str(tmp_path / "e"), *TINY, "--strategy",
+                           "h-adpsgd", "--group-size", "2", "--nproc", "8", "--dry-run"],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="200"))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "h-adpsgd" in out and "super_learners" in out and "{0: [0, 1], 1: [2, 3]" in out
+    assert "[[[0, 1], [2, 3]], [[0, 3], [1, 2]]" in out  # the ring of the 4 super-learners
+    assert re.search(r"batch_per_learner\s*│ 1\s", out) and re.search(r"effective_batch\s*│ 8\s", out)
+    assert not (tmp_path / "e").exists()
+
+
+def test_group_size_must_divide(archives, tmp_path):
+    train, valid = archives
+    proc = subprocess.run([str(ASRTRAIN), "train", str(train), str(tmp_path / "e"), *TINY, "--strategy",
+                           "h-adpsgd", "--group-size", "3", "--nproc", "4", "--dry-run"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "Error:" in proc.stderr + proc.stdout
+    assert "--group-size 3 must divide the number of learners (4)" in proc.stderr + proc.stdout
+
+
+@pytest.mark.slow
+def test_strategies_reach_similar_held_out_loss_and_resume(archives, tmp_path):
+    train, valid = archives
+    losses = {}
+    for name in ("ssgd", "adpsgd", "h-adpsgd"):
+        extra = ["--group-size", "2"] if name == "h-adpsgd" else []
+        rows = _train(train, valid, tmp_path / name, "--strategy", name, "--nproc", "4", "--epochs", "3", *extra)
+        losses[name] = rows[-1]["valid_loss"]
+    for name in ("adpsgd", "h-adpsgd"):
+        assert losses[name] < 1.05 * losses["ssgd"], losses
+    # --resume continues after the last complete checkpoint
+    rows = _train(train, valid, tmp_path / "adpsgd", "--strategy", "adpsgd", "--nproc", "4", "--epochs", "4")
+    assert [r["epoch"] for r in rows] == [1, 2, 3, 4]
