@@ -103,7 +103,12 @@ class BLSTM(nn.Module):
         self.output = nn.Linear(config.output_input_dim, config.num_pdfs)
 
     def set_normalization(self, mean: Any, var: Any, floor: float = 1e-8) -> None:
-        """Store the input statistics (e.g. the archive's ``mean``/``var``) in the model."""
+        """Store the input statistics (e.g. the archive's ``mean``/``var``) in the model.
+
+        A column whose variance is at most ``floor`` (constant in the training
+        data) is only centred: dividing by a tiny deviation would turn any other
+        value it takes at test time into a huge input.
+        """
         mean_t = torch.as_tensor(mean, dtype=torch.float32).reshape(-1)
         var_t = torch.as_tensor(var, dtype=torch.float32).reshape(-1)
         if mean_t.numel() != self.config.input_dim or var_t.numel() != self.config.input_dim:
@@ -111,7 +116,7 @@ class BLSTM(nn.Module):
                               f"the model's input is {self.config.input_dim}")
         with torch.no_grad():
             self.feat_mean.copy_(mean_t)
-            self.feat_std.copy_(var_t.clamp_min(floor).sqrt())
+            self.feat_std.copy_(torch.where(var_t > floor, var_t, torch.ones_like(var_t)).sqrt())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` [B, T, input_dim] → logits [B, T, num_pdfs]."""

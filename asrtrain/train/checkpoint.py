@@ -125,7 +125,9 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     for name in FILES:
         try:
             # trainer.pt holds numpy/python RNG states: not a weights-only file.
-            out[name[:-3]] = torch.load(path / name, map_location=map_location,
+            # RNG states must stay CPU tensors whatever the device: trainer.pt loads on CPU.
+            where = "cpu" if name == "trainer.pt" else map_location
+            out[name[:-3]] = torch.load(path / name, map_location=where,
                                         weights_only=(name != "trainer.pt"))
         except FileNotFoundError:
             raise InputError(f"checkpoint is missing {name}", path) from None

@@ -59,3 +59,9 @@ def test_bad_sizes_and_inputs() -> None:
         model.set_normalization(torch.zeros(4), torch.ones(4))
     with pytest.raises(ValueError, match=r"\[B, T, 3\]"):
         model(torch.zeros(2, 5, 4))
+
+
+def test_constant_columns_are_only_centred() -> None:
+    model = BLSTM(ModelConfig(input_dim=3, hidden=2, layers=1, proj=0, num_pdfs=2))
+    model.set_normalization([1.0, 2.0, 3.0], [4.0, 0.0, 1e-12])
+    assert model.feat_std.tolist() == [2.0, 1.0, 1.0]
