@@ -72,7 +72,8 @@ def accumulate(gmm: DiagGMM, x: torch.Tensor, w: torch.Tensor) -> FmllrStats:
     """Statistics of frames [T, d] with the GMM's posteriors of the transformed frames."""
     d = gmm.dim
     gconst, mean_inv, inv = gmm._terms()
-    g = torch.zeros(d, (d + 1) * (d + 1), dtype=torch.float64)
+    rows, cols = torch.triu_indices(d + 1, d + 1)  # G_i is symmetric: half the products
+    g = torch.zeros(d, rows.shape[0], dtype=torch.float64)
     k = torch.zeros(d, d + 1, dtype=torch.float64)
     occ = torch.zeros(gmm.num_components, dtype=torch.float64)
     entropy = loglike = 0.0
@@ -80,14 +81,15 @@ def accumulate(gmm: DiagGMM, x: torch.Tensor, w: torch.Tensor) -> FmllrStats:
         xs = x[i:i + CHUNK // 4].to(torch.float64)
         xi = torch.cat([xs, torch.ones(xs.shape[0], 1, dtype=torch.float64)], 1)
         post, ll = gmm.posteriors(xi @ w.T)
-        outer = (xi[:, :, None] * xi[:, None, :]).reshape(xs.shape[0], -1)
-        g += (post @ inv).T @ outer
+        g += (post @ inv).T @ (xi[:, rows] * xi[:, cols])
         k += (post @ mean_inv).T @ xi
         occ += post.sum(0)
         entropy -= float(torch.special.xlogy(post, post).sum())
         loglike += float(ll.sum())
-    return FmllrStats(float(x.shape[0]), g.reshape(d, d + 1, d + 1), k, float(occ @ gconst),
-                      entropy, loglike)
+    full = torch.zeros(d, d + 1, d + 1, dtype=torch.float64)
+    full[:, rows, cols] = g
+    full[:, cols, rows] = g
+    return FmllrStats(float(x.shape[0]), full, k, float(occ @ gconst), entropy, loglike)
 
 
 def _best_row(g: torch.Tensor, k: torch.Tensor, p: torch.Tensor, beta: float) -> torch.Tensor:

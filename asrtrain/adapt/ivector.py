@@ -237,7 +237,7 @@ def speaker_accuracy(enrol: dict[str, np.ndarray], enrol_spk: dict[str, str],
     tests = sorted(test)
     y = norm(np.stack([utterance_vector(test[k]) for k in tests]))
     picked = np.argmax(y @ means.T, axis=1)
-    return float(np.mean([speakers[p] == test_spk[k] for p, k in zip(picked, tests)]))
+    return float(np.mean([speakers[p] == test_spk[k] for p, k in zip(picked, tests, strict=True)]))
 
 
 # --- The command: UBM, extractor, extraction; each stage resumable ---
@@ -267,8 +267,15 @@ def prepare_ivectors(data: Path, out: Path, ubm_components: int = 256, dim: int 
     the i-vectors (one vector per utterance, or with ``online`` one row per
     ``period`` frames, with ``OUT/ivector_period`` as Kaldi has it).
     """
-    from asrtrain.adapt.gmm import Stages, em_iterations, open_feats, subsample_frames, train_gmm
-    from asrtrain.adapt.gmm import read_matrix, write_matrices
+    from asrtrain.adapt.gmm import (
+        Stages,
+        em_iterations,
+        open_feats,
+        read_matrix,
+        subsample_frames,
+        train_gmm,
+        write_matrices,
+    )
     from asrtrain.core.atomic import write_text
     from asrtrain.core.progress import Progress, track
 

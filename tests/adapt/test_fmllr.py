@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 
 import kaldiio
 import numpy as np
@@ -47,7 +46,7 @@ def test_auxiliary_function_never_decreases(canonical, kind, min_full, min_diag)
     for before, after in res.aux:  # each M-step
         assert after >= before - 1e-9 * abs(before)
     lls = res.loglikes  # and EM across iterations (posteriors recomputed)
-    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(lls, lls[1:])), lls
+    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(lls, lls[1:], strict=False)), lls
     assert lls[-1] > lls[0] + 1.0
 
 
@@ -60,7 +59,7 @@ def test_every_row_update_raises_the_auxiliary_function(canonical) -> None:
     for _ in range(3):
         w = fmllr.update(w, stats, "full", passes=1)
         values.append(stats.aux(w))
-    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(values, values[1:]))
+    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(values, values[1:], strict=False))
     assert values[1] > values[0]
 
 

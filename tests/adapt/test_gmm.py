@@ -39,7 +39,7 @@ def test_em_climbs_and_finds_the_mixture() -> None:
         stats = accumulate(gmm, x)
         lls.append(stats.loglike)
         gmm, _ = maximize(stats, torch.full((3,), 1e-4, dtype=torch.float64), 2.0, gmm)
-    assert all(b >= a - 1e-8 * abs(a) for a, b in zip(lls, lls[1:]))
+    assert all(b >= a - 1e-8 * abs(a) for a, b in zip(lls, lls[1:], strict=False))
     order = torch.argsort(gmm.means[:, 0])
     np.testing.assert_allclose(gmm.means[order].numpy(), truth, atol=0.1)
     np.testing.assert_allclose(gmm.weights[order].numpy(), [0.7, 0.3], atol=0.03)
