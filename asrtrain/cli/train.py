@@ -105,7 +105,12 @@ def _show(title: str, plan: dict[str, Any]) -> None:
 @click.option("--topology", type=click.Choice(["ring", "random-ring"]), default="ring", show_default=True)
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Local learner processes to start.")
-@click.option("--gossip-seed", type=int, default=0, show_default=True)
+@click.option("--gossip-seed", type=int, default=0, show_default=True,
+              help="Seed of the randomized ring (every learner draws the same rings).")
+@click.option("--backend", type=click.Choice(["auto", "gloo", "nccl"]), default="auto",
+              show_default=True, help="torch.distributed backend (auto: NCCL on GPUs, gloo on CPUs).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=60.0,
+              show_default=True, help="Seconds before a silent learner is reported.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and exit.")
 @click.pass_context
 def train(ctx: click.Context, archive: Path, exp: Path, valid: Path | None, epochs: int, batch: int,
@@ -114,8 +119,9 @@ def train(ctx: click.Context, archive: Path, exp: Path, valid: Path | None, epoc
           model_config: Path | None, hidden: int | None, layers: int | None, proj: int | None,
           dropout: float | None, seed: int, resume: bool, log_every: int, precision: str,
           threads: int | None, block_chunks: int | None, max_steps_per_epoch: int | None,
-          keep_checkpoints: int, strategy: str, group_size: int | None, topology: str, nproc: int, gossip_seed: int,
-          dry_run: bool, config: str | None) -> None:
+          keep_checkpoints: int, strategy: str, group_size: int | None, topology: str,
+          nproc: int, gossip_seed: int, backend: str, timeout_s: float, dry_run: bool,
+          config: str | None) -> None:
     """Train the BLSTM acoustic model on ARCHIVE into the experiment directory EXP.
 
     EXP gets config.yaml, log/, metrics.jsonl, checkpoints/epoch-N/ and final.pt.
@@ -141,7 +147,8 @@ def train(ctx: click.Context, archive: Path, exp: Path, valid: Path | None, epoc
         from asrtrain.distributed.config import DistConfig
 
         dist = DistConfig(strategy=strategy, group_size=group_size, topology=topology,
-                          nproc=nproc, gossip_seed=gossip_seed)
+                          nproc=nproc, gossip_seed=gossip_seed, backend=backend,
+                          timeout_s=timeout_s)
     if dry_run:
         if distributed:
             from asrtrain.distributed.entry import plan as dist_plan
