@@ -168,7 +168,7 @@ def run_job(job: int, utts: list[str], cfg: DecodeConfig, progress: Any = None) 
     try:
         graph = GraphInfo.load(cfg.graph)
         scorer = make_scorer(cfg, graph.num_pdfs)
-        fst = kaldifst.StdVectorFst.read(str(graph.path / "HCLG.fst"))
+        fst = kaldifst.StdConstFst.read(str(graph.path / "HCLG.fst"))
         decoder = kaldi_decoder.FasterDecoder(
             fst, kaldi_decoder.FasterDecoderOptions(beam=cfg.beam, max_active=cfg.max_active))
         stats = JobStats()

@@ -9,7 +9,9 @@ H's arcs carry the pdf of the state they *enter* (input label pdf+1), so a graph
 entered by pdf k is "in" k and takes k's self-loop (Kaldi's reordered self-loops). A
 state entered by arcs of different pdfs (minimization merges equal futures) is first
 split, one copy per pdf, as Kaldi's ``MakePrecedingInputSymbolsSameClass`` does.
-kaldifst has no relabel or rmsymbols, so those steps go through the text form.
+kaldifst has no relabel, rmsymbols or Kaldi's self-loop insertion: those steps work on
+numpy arrays of the graph (:mod:`asrtrain.lang.fstio`). HCLG is written as a ConstFst,
+as Kaldi's ``mkgraph.sh`` does.
 """
 
 from __future__ import annotations
@@ -17,61 +19,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from asrtrain.lang.fstio import Arcs, to_arcs, to_vector_fst, write_const
 from asrtrain.lang.tree import ContextTree
 
 log = logging.getLogger("asrtrain.lang.graph")
 SELF_LOOP_SCALE = 0.1
-
-
-@dataclass
-class Arcs:
-    """An FST as arrays: what the text-form passes edit."""
-
-    src: np.ndarray
-    dst: np.ndarray
-    il: np.ndarray
-    ol: np.ndarray
-    w: np.ndarray
-    finals: dict[int, float]
-    start: int
-
-
-def fst_to_arcs(fst) -> Arcs:  # fst: kaldifst.StdVectorFst
-    """Parse ``fst.to_str()`` into arrays."""
-    rows, finals = [], {}
-    for line in fst.to_str(show_weight_one=True).splitlines():
-        p = line.split()
-        if len(p) >= 4:
-            rows.append((int(p[0]), int(p[1]), int(p[2]), int(p[3]), float(p[4]) if len(p) > 4 else 0.0))
-        elif p:
-            finals[int(p[0])] = float(p[1]) if len(p) > 1 else 0.0
-    a = np.array(rows, dtype=np.float64).reshape(-1, 5)
-    return Arcs(src=a[:, 0].astype(np.int64), dst=a[:, 1].astype(np.int64), il=a[:, 2].astype(np.int64),
-                ol=a[:, 3].astype(np.int64), w=a[:, 4], finals=finals, start=int(fst.start))
-
-
-def arcs_to_fst(arcs: Arcs):
-    """Compile arrays back into a StdVectorFst (the start state's arcs first)."""
-    import kaldifst
-
-    order = np.argsort(arcs.src != arcs.start, kind="stable")
-    lines = [f"{s} {d} {i} {o} {w:.6g}" for s, d, i, o, w in zip(
-        arcs.src[order].tolist(), arcs.dst[order].tolist(), arcs.il[order].tolist(),
-        arcs.ol[order].tolist(), arcs.w[order].tolist())]
-    if not lines or arcs.src[order[0]] != arcs.start:
-        if arcs.start not in arcs.finals:
-            from asrtrain.core.errors import AsrtrainError
-            raise AsrtrainError("the graph is empty (no path from the start state)")
-        lines.insert(0, f"{arcs.start} {arcs.finals[arcs.start]:.6g}")
-    lines += [f"{s} {w:.6g}" for s, w in arcs.finals.items()]
-    fst = kaldifst.compile("\n".join(lines) + "\n", keep_state_numbering=False)
-    kaldifst.connect(fst)
-    return fst
 
 
 def h_transducer_text(ilabels: list[list[int]], tree: ContextTree, disambig_base: int) -> str:
@@ -113,8 +69,7 @@ def add_self_loops(arcs: Arcs, self_loop: np.ndarray, scale: float = SELF_LOOP_S
     out of the state (arcs and final weight) gains −scale·ln(1−p), as Kaldi's
     ``add-self-loops`` with ``--self-loop-scale``.
     """
-    n_states = int(max(arcs.src.max(initial=0), arcs.dst.max(initial=0), arcs.start,
-                       max(arcs.finals, default=0))) + 1
+    n_states = arcs.num_states
     cls_of_state = np.full(n_states, -1, dtype=np.int64)   # -1: not entered yet
     cls_of_state[arcs.start] = 0
     copy: dict[tuple[int, int], int] = {}
@@ -150,7 +105,8 @@ def add_self_loops(arcs: Arcs, self_loop: np.ndarray, scale: float = SELF_LOOP_S
     loops = np.flatnonzero(has_loop)
     return Arcs(src=np.concatenate([src, loops]), dst=np.concatenate([dst, loops]),
                 il=np.concatenate([il, cls[loops]]), ol=np.concatenate([ol, np.zeros_like(loops)]),
-                w=np.concatenate([w, loop_cost[loops]]), finals=finals, start=arcs.start)
+                w=np.concatenate([w, loop_cost[loops]]), finals=finals, start=arcs.start,
+                num_states=n_states)
 
 
 def size(fst) -> tuple[int, int]:
@@ -173,32 +129,42 @@ def build_lg(L_disambig, G):
 
 
 def build_hclg(lg, tree: ContextTree, disambig_phones: list[int], sizes: dict[str, tuple[int, int]],
-               self_loop_scale: float = SELF_LOOP_SCALE):
-    """HCLG from LG: context, H, determinize, drop disambiguation, minimize, self-loops."""
+               self_loop_scale: float = SELF_LOOP_SCALE) -> Arcs:
+    """HCLG (as arrays) from LG: context, H, determinize, drop #n, minimize, self-loops."""
     import kaldifst
 
     t0 = time.time()
     clg, ilabels = kaldifst.compose_context(disambig_phones, 3, 1, lg)
     kaldifst.arcsort(clg, sort_type="ilabel")
     sizes["CLG"] = size(clg)
+    _step("C∘LG", t0, sizes["CLG"])
     disambig_base = tree.num_pdfs + 1
     h = kaldifst.compile(h_transducer_text(ilabels, tree, disambig_base))
     kaldifst.arcsort(h, sort_type="olabel")
     sizes["Ha"] = size(h)
     hclg = kaldifst.compose(h, clg)
+    del clg, h
+    _step("H∘CLG", t0, size(hclg))
     kaldifst.determinize_star(hclg, use_log=True)
-    arcs = fst_to_arcs(hclg)
-    arcs.il[arcs.il >= disambig_base] = 0
-    hclg = arcs_to_fst(arcs)
+    arcs = to_arcs(hclg)
+    del hclg
+    _step("determinize", t0, (arcs.num_states, arcs.src.size))
+    arcs.il[arcs.il >= disambig_base] = 0          # Kaldi's fstrmsymbols
+    hclg = to_vector_fst(arcs)
     kaldifst.minimize_encoded(hclg)
-    sizes["HCLGa"] = size(hclg)
+    arcs = to_arcs(hclg)
+    del hclg
+    sizes["HCLGa"] = (arcs.num_states, int(arcs.src.size))
+    _step("minimize", t0, sizes["HCLGa"])
     self_loop = np.array([tree.topo.self_loop(ph, st) for ph, st in tree.pdf_info])
-    hclg = arcs_to_fst(add_self_loops(fst_to_arcs(hclg), self_loop, self_loop_scale))
-    kaldifst.arcsort(hclg, sort_type="ilabel")
-    sizes["HCLG"] = size(hclg)
-    log.info("HCLG built in %.1fs: %s", time.time() - t0,
-             ", ".join(f"{k} {s} states {a} arcs" for k, (s, a) in sizes.items()))
-    return hclg, ilabels
+    arcs = add_self_loops(arcs, self_loop, self_loop_scale)
+    sizes["HCLG"] = (arcs.num_states, int(arcs.src.size))
+    _step("self-loops", t0, sizes["HCLG"])
+    return arcs
+
+
+def _step(what: str, t0: float, states_arcs: tuple[int, int]) -> None:
+    log.info("graph: %s done at %.1fs (%d states, %d arcs)", what, time.time() - t0, *states_arcs)
 
 
 def write_fst(fst, path: Path) -> None:

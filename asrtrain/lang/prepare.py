@@ -17,6 +17,7 @@ from pathlib import Path
 from asrtrain.core.atomic import atomic_path, write_text
 from asrtrain.core.errors import InputError
 from asrtrain.lang import graph as graphs
+from asrtrain.lang.fstio import write_const
 from asrtrain.lang.hmm import estimate_topology
 from asrtrain.lang.lexicon import (UNK, align_lexicon_text, lexicon_fst, phone_table, read_dict_dir,
                                    read_symbols, word_table, write_symbols)
@@ -126,10 +127,12 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
     sizes["G"] = graphs.size(G)
     lg = graphs.build_lg(L_disambig, G)
     sizes["LG"] = graphs.size(lg)
-    hclg, _ = graphs.build_hclg(lg, tree, disambig_ids, sizes)
+    log.info("graph: LG done at %.1fs (%d states, %d arcs)", time.time() - t0, *sizes["LG"])
+    hclg = graphs.build_hclg(lg, tree, disambig_ids, sizes)
+    del lg, G
     with atomic_path(out / "graph") as tmp:
         tmp.mkdir()
-        hclg.write(str(tmp / "HCLG.fst"))
+        write_const(hclg, tmp / "HCLG.fst")
         for name in ("words.txt", "phones.txt", "tree", "tree_id", "align_lexicon.txt"):
             shutil.copyfile(out / name, tmp / name)
         info = {"tree_id": tree_id, "num_pdfs": tree.num_pdfs, "sizes": sizes,

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from asrtrain.lang.graph import fst_to_arcs
+from asrtrain.lang.fstio import read_const
 
 
 def test_lang_dir_outputs(mini_lang):
@@ -37,11 +37,8 @@ def test_pdf_alignments_are_targets(mini_lang, mini_corpus):
 
 
 def test_hclg_labels_and_self_loops(mini_lang):
-    import kaldifst
-
     out, figures = mini_lang
-    hclg = kaldifst.StdVectorFst.read(str(out / "graph" / "HCLG.fst"))
-    arcs = fst_to_arcs(hclg)
+    arcs = read_const(out / "graph" / "HCLG.fst")
     assert arcs.il.max() <= figures["num_pdfs"] and arcs.il.min() >= 0   # pdf+1, no #n left
     words = int(arcs.ol.max())
     assert words <= max(int(x.split()[1]) for x in (out / "words.txt").read_text().splitlines())
@@ -56,3 +53,17 @@ def test_hclg_labels_and_self_loops(mini_lang):
     # and every arc with a pdf leads to a state that has that pdf's loop
     entered = arcs.dst[~loops][arcs.il[~loops] > 0]
     assert all(d in loop_label for d in entered.tolist())
+
+
+def test_const_fst_roundtrip(tmp_path):
+    import kaldifst
+
+    from asrtrain.lang.fstio import to_arcs, to_vector_fst
+
+    fst = kaldifst.compile("0 1 3 4 0.5\n0 2 5 0 1.5\n1 2 0 7\n2 0.25\n")
+    arcs = to_arcs(fst)
+    assert arcs.src.tolist() == [0, 0, 1] and arcs.dst.tolist() == [1, 2, 2]
+    assert arcs.il.tolist() == [3, 5, 0] and arcs.ol.tolist() == [4, 0, 7]
+    assert arcs.w.tolist() == [0.5, 1.5, 0.0] and arcs.finals == {2: 0.25}
+    again = to_vector_fst(arcs)
+    assert again.to_str() == fst.to_str()
