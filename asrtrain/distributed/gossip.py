@@ -2,8 +2,8 @@
 
 The compute thread hands the thread a snapshot of the weights after a step
 (:meth:`Gossip.begin_round`) and keeps computing. The thread waits until the
-round's partner has reached the same round (a store key per learner, polled, so a
-slow partner is waited for as long as it is alive), exchanges the snapshot with it
+round's partner has begun the same round (a store key per learner and round, waited
+on in slices, so a slow partner is waited for as long as it is alive), exchanges the snapshot with it
 (one symmetric send/receive on the gossip group), and prepares the delta
 ``0.5 (partner − snapshot)``. The compute thread adds the delta between two steps
 (:meth:`Gossip.take_delta`), which keeps every local update made meanwhile:
@@ -21,6 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -31,11 +32,12 @@ from asrtrain.distributed.topology import matching
 
 POLL_S = 0.002
 HEARTBEAT_S = 1.0
+WAIT_SLICE = timedelta(seconds=0.5)
 
 
-def round_key(rank: int) -> str:
-    """Store key holding how many gossip rounds ``rank`` has started."""
-    return f"gossip/started/{rank}"
+def round_key(rank: int, rnd: int) -> str:
+    """Store key set when ``rank`` begins round ``rnd``; its partner waits on it, then deletes it."""
+    return f"gossip/{rank}/{rnd}"
 
 
 class Heartbeat:
@@ -144,7 +146,8 @@ class Gossip:
         self.raise_error()
         rnd = self.started
         self.started += 1
-        self.main_store.set(round_key(self.layout.rank), str(self.started))
+        if self._partner_rank(rnd) is not None:
+            self.main_store.set(round_key(self.layout.rank, rnd), "1")
         self._todo.put((rnd, self.flat()))
         return rnd
 
@@ -212,20 +215,17 @@ class Gossip:
         return None if p is None else lay.counterpart(p)
 
     def _wait_partner(self, partner: int, rnd: int) -> None:
-        """Poll the partner's round counter; a live but slow partner is waited for."""
-        key = round_key(partner)
-        last_check = 0.0
+        """Block until the partner begins the round (a live but slow partner is waited for)."""
+        key = round_key(partner, rnd)
         while True:
             if self._stop.is_set():
                 raise AsrtrainError(f"gossip of learner rank {self.layout.rank} stopped while waiting for rank {partner}")
-            got = self.store.get(key) if self.store.check([key]) else b"0"
-            if int(got) > rnd:
-                return
-            now = time.monotonic()
-            if now - last_check > 0.5:
+            try:
+                self.store.wait([key], WAIT_SLICE)
+                break
+            except Exception:  # noqa: BLE001 - the store's wait timed out: is the partner alive?
                 self.heartbeat.check([partner])
-                last_check = now
-            time.sleep(POLL_S)
+        self.store.delete_key(key)
 
     def _round(self, rnd: int, snap: torch.Tensor) -> torch.Tensor | None:
         partner = self._partner_rank(rnd)
@@ -235,14 +235,13 @@ class Gossip:
         t0 = time.perf_counter()
         g = self.layout.group_size
         if g == 1:
-            theirs = self._exchange(snap, partner)
-            delta = (theirs - snap).mul_(0.5)
+            delta = self._exchange(snap, partner).sub_(snap).mul_(0.5)
         else:
             size = -(-snap.numel() // g)
             padded = torch.zeros(size * g, dtype=snap.dtype, device=snap.device)
             padded[: snap.numel()] = snap
             mine = padded[self.layout.member * size:(self.layout.member + 1) * size].contiguous()
-            shard_delta = (self._exchange(mine, partner) - mine).mul_(0.5)
+            shard_delta = self._exchange(mine, partner).sub_(mine).mul_(0.5)
             parts = [torch.empty_like(shard_delta) for _ in range(g)]
             torch.distributed.all_gather(parts, shard_delta, group=self.groups.super_gossip)
             delta = torch.cat(parts)[: snap.numel()]

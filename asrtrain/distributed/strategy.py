@@ -327,7 +327,6 @@ class DistributedStrategy(Strategy):
     def _set_rounds(self, rounds: int) -> None:
         assert self.gossip is not None and not self.gossip.busy
         self.gossip.started = self.gossip.finished = rounds
-        self.gossip.main_store.set(f"gossip/started/{self.rank}", str(rounds))
 
     def close(self) -> None:
         if self.gossip is not None:
