@@ -258,7 +258,7 @@ def _check_dim(extractor: IvectorExtractor, dim: int, where: Path, scp: Path) ->
 
 def prepare_ivectors(data: Path, out: Path, ubm_components: int = 256, dim: int = 100,
                      period: int = 10, online: bool = True, ubm_iters: int = 10, iters: int = 5,
-                     max_frames: int = 500_000, max_utts: int = 20_000,
+                     max_frames: int = 500_000, max_utts: int = 10_000,
                      posterior_scale: float = 1.0, extractor_dir: Path | None = None,
                      seed: int = 0) -> dict[str, Any]:
     """Train (or load) a UBM and an extractor on DATA, then write ``OUT/ivectors.scp``.

@@ -27,7 +27,7 @@ from asrtrain.cli.options import config_option, resolved_params
               help="EM iterations of the UBM at its full size.")
 @click.option("--max-frames", type=click.IntRange(min=1000), default=500_000, show_default=True,
               help="Frames (evenly subsampled) to train the UBM on.")
-@click.option("--max-utts", type=click.IntRange(min=1), default=20_000, show_default=True,
+@click.option("--max-utts", type=click.IntRange(min=1), default=10_000, show_default=True,
               help="Utterances (evenly spread) to train the extractor on.")
 @click.option("--posterior-scale", type=click.FloatRange(min=0.0, min_open=True), default=1.0,
               show_default=True, help="Scale of the UBM posteriors (Kaldi's recipes use 0.1 online).")
