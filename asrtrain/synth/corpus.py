@@ -31,7 +31,7 @@ from asrtrain.synth.lexicon import (
     isolated_pronunciations,
     write_dict_dir,
 )
-from asrtrain.synth.phones import phone_ids
+from asrtrain.synth.phones import fold, phone_ids
 from asrtrain.synth.plan import SPLITS, Plan, Utterance, lm_sentences, make_plan
 from asrtrain.synth.render import Job, Rendered, render_shard
 from asrtrain.synth.speakers import BASE_VOICES, draw_speakers, variant_genders
@@ -125,6 +125,24 @@ def check_writable(out: Path) -> None:
         raise AsrtrainError(f"cannot create the corpus: {parent} is not writable", out)
 
 
+#: A sentence whose phonemes show whether a voice speaks with the phone map's symbols.
+VOICE_PROBE = ("the quick brown fox jumps over the lazy dog, while five wizards hire a jury. "
+               "go home now, near the car, bath and cloth, cure her, thin button.")
+
+
+def check_voice(engine: espeak.Espeak, voice: str) -> None:
+    """The voice exists and its phonemes are all in the phone map (British voices are not)."""
+    if "+" in voice:
+        raise ConfigError(f"voice {voice!r}: give base voices (en-us, en-us-nyc); the variants "
+                          "(+f3, +Alex, ...) are drawn per speaker")
+    engine.set_voice(voice)
+    try:
+        for name, _ in engine.synthesize(VOICE_PROBE).phonemes:
+            fold(name)
+    except AsrtrainError as exc:
+        raise ConfigError(f"voice {voice!r} cannot be used: {exc}") from None
+
+
 def make_corpus(out: Path, config: SynthConfig, params: dict[str, Any] | None = None) -> Summary:
     """Build the whole corpus at ``out`` (see the module doc of :mod:`asrtrain.cli.prepare_synth`)."""
     from asrtrain.core.runlog import command_run
@@ -134,7 +152,7 @@ def make_corpus(out: Path, config: SynthConfig, params: dict[str, Any] | None = 
     check_writable(out)
     engine = espeak.engine()  # fails here, first, when libespeak-ng is missing
     for voice in config.voices:
-        engine.set_voice(voice)
+        check_voice(engine, voice)
     variants = variant_genders(engine.data_path())
     sentences, text_stats = load_sentences(config.sources, config.cache)
     rng = np.random.default_rng(config.seed)

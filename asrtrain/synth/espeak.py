@@ -26,6 +26,8 @@ EVENT_PHONEME = 7
 PARAM_RATE, PARAM_PITCH, PARAM_RANGE = 1, 3, 4
 EE_OK = 0
 LIBRARY = "libespeak-ng.so.1"
+#: Environment variable naming another libespeak-ng to load (a path or a soname).
+LIBRARY_ENV = "ASRTRAIN_LIBESPEAK_NG"
 APT_HINT = "install the Debian/Ubuntu package libespeak-ng1 (apt-get install espeak-ng)"
 
 
@@ -69,7 +71,7 @@ class Espeak:
     """The process's espeak-ng engine, synchronous, with phoneme events."""
 
     def __init__(self, library: str | None = None, data_path: str | None = None) -> None:
-        self.lib = load_library(library or LIBRARY)
+        self.lib = load_library(library or os.environ.get(LIBRARY_ENV) or LIBRARY)
         self._declare()
         rate = self.lib.espeak_Initialize(AUDIO_OUTPUT_SYNCHRONOUS, 0,
                                           data_path.encode() if data_path else None,

@@ -41,7 +41,7 @@ SOURCES: dict[str, tuple[str, ...]] = {
 }
 MIN_WORDS, MAX_WORDS = 4, 30
 #: Bump when cleaning changes, so cached sentence lists are rebuilt.
-CLEANING_VERSION = 2
+CLEANING_VERSION = 3
 
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"',
                          "\u2014": " -- ", "\u2013": " -- ", "\u00a0": " ", "_": " "})
@@ -49,7 +49,7 @@ _WORD = re.compile(r"^[A-Za-z]+(?:'[A-Za-z]+)*$")
 #: Characters a sentence may hold: anything else (digits, @, #, /, *, ...) rejects it.
 _ALLOWED = re.compile(r"^[A-Za-z ,;:.?!'\"()\-]*$")
 _PAUSE = re.compile(r"[,;:()]|--")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')]*\s+")
+_SENTENCE = re.compile(r"\S.*?[.!?]+[\"')]*(?=\s|$)|\S.*$")
 
 
 def cache_dir() -> Path:
@@ -141,7 +141,7 @@ def _ztext_books(module: Path, testament: str) -> Iterator[str]:
             continue
         if block != current_block:
             if verses:
-                yield " ".join(verses)
+                yield " ".join(" ".join(verses).split())
             verses, current_block = [], block
             cache.clear()
         if block not in cache:
@@ -149,7 +149,7 @@ def _ztext_books(module: Path, testament: str) -> Iterator[str]:
             cache[block] = zlib.decompress(bzz[offset:offset + size])
         verses.append(_strip_osis(cache[block][start:start + length].decode("utf-8")))
     if verses:
-        yield " ".join(verses)
+        yield " ".join(" ".join(verses).split())
 
 
 _OSIS_DROP = re.compile(r"<(note|title)\b[^>]*>.*?</\1>", re.S)
@@ -205,11 +205,12 @@ PARAGRAPHS = {"bible": bible_paragraphs, "fortunes": fortune_paragraphs,
 def split_sentences(paragraph: str) -> list[str]:
     """Split on sentence-final punctuation followed by space."""
     text = " ".join(paragraph.translate(_QUOTES).split())
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
 
 
 def clean_sentence(raw: str, source: str = "") -> tuple[Sentence | None, str]:
     """A sentence, or None and the reason it was dropped."""
+    raw = raw.translate(_QUOTES)
     if any(ch.isdigit() for ch in raw):
         return None, "digits"
     if not raw.isascii():

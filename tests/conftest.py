@@ -1,0 +1,75 @@
+"""Shared fixtures: small synthesized corpora (``asrtrain prepare synth``) for every stage's tests.
+
+A corpus is built once and kept in the cache (``$ASRTRAIN_CACHE`` or
+``~/.cache/asrtrain``) under a key made of its parameters, the espeak-ng version
+and the source of the code that writes it, so repeated test runs reuse it and a
+change to the synthesizer rebuilds it. A file lock makes concurrent test
+sessions wait for one build instead of racing; the build itself is atomic.
+
+Treat the corpora as read-only: copy what a test needs to modify.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: About a minute of audio: 2 train speakers, 1 dev, 1 test; LM text = train + 500 sentences.
+TINY = {"hours": 1 / 60, "speakers": 4, "seed": 0, "dev_speakers": 1, "test_speakers": 1,
+        "lm_sentences": 500}
+#: About six minutes: 6 train speakers, 1 dev, 1 test; LM text = train + 2000 sentences.
+SMALL = {"hours": 0.1, "speakers": 8, "seed": 0, "dev_speakers": 1, "test_speakers": 1,
+         "lm_sentences": 2000}
+
+
+def _code_digest() -> str:
+    """Hash of the code that decides a corpus' contents."""
+    digest = hashlib.sha256()
+    files = sorted((REPO / "asrtrain" / "synth").glob("*.py")) + [
+        REPO / "asrtrain" / "data" / "kaldi_dir.py"]
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def cached_corpus(name: str, params: dict) -> Path:
+    """Build (or reuse) the corpus ``name`` with ``SynthConfig(**params)``; return its path."""
+    from asrtrain.synth import espeak
+    from asrtrain.synth.corpus import SynthConfig, make_corpus
+    from asrtrain.synth.text import cache_dir
+
+    key_data = json.dumps({"params": params, "espeak": espeak.engine().version(),
+                           "code": _code_digest()}, sort_keys=True)
+    key = hashlib.sha256(key_data.encode()).hexdigest()[:16]
+    root = cache_dir() / "test-corpora"
+    root.mkdir(parents=True, exist_ok=True)
+    out = root / f"{name}-{key}"
+    with open(root / f"{name}-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "summary.json").is_file():
+            make_corpus(out, SynthConfig(nj=2, **params), params={"test_fixture": name, **params})
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus() -> Path:
+    """About one minute of synthesized speech: OUT/{train,dev,test}, phones.txt, dict/, lm_text."""
+    return cached_corpus("tiny", TINY)
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus_params() -> dict:
+    """The SynthConfig fields of ``tiny_corpus`` (to rebuild or vary it)."""
+    return dict(TINY)
+
+
+@pytest.fixture(scope="session")
+def small_corpus() -> Path:
+    """About six minutes of synthesized speech, 8 speakers (for slower tests)."""
+    return cached_corpus("small", SMALL)
