@@ -68,8 +68,8 @@ def test_speaker_without_enough_frames_gets_no_transform(speaker_corpus, tmp_pat
     feats = {k: v for k, v in feats.items() if not k.startswith("spk05") or k == "spk05-000"}
     feats["spk05-000"] = feats["spk05-000"][:6]
     kaldiio.save_ark(str(data / "cut.ark"), feats, scp=str(data / "feats.scp"))
-    lines = [l for l in (data / "utt2spk").read_text().splitlines()
-             if not l.startswith("spk05") or l.startswith("spk05-000")]
+    lines = [line for line in (data / "utt2spk").read_text().splitlines()
+             if not line.startswith("spk05") or line.startswith("spk05-000")]
     (data / "utt2spk").write_text("\n".join(lines) + "\n")
     out = tmp_path / "fm"
     model = tmp_path / "model"
