@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -216,8 +216,9 @@ def validate_data_dir(path: PathLike, require: Sequence[str] = ("text",)) -> Dat
 
 
 def _read_for_validation(path: Path) -> Mapping[str, object]:
-    readers = {"text": read_text, "utt2dur": read_utt2dur, "utt2num_frames": read_utt2num_frames,
-               "spk2gender": read_spk2gender}
+    readers: dict[str, Callable[[PathLike], Mapping[str, object]]] = {
+        "text": read_text, "utt2dur": read_utt2dur, "utt2num_frames": read_utt2num_frames,
+        "spk2gender": read_spk2gender}
     return readers.get(path.name, read_scp)(path)
 
 

@@ -90,7 +90,8 @@ class Summary:
     lexicon_words: int = 0
     lexicon_variants: int = 0
     words_without_phones: list[str] = field(default_factory=list)
-    dropped_sentences: int = 0
+    text_kept: dict[str, int] = field(default_factory=dict)
+    text_dropped: dict[str, int] = field(default_factory=dict)
 
 
 def parse_snr(text: str | None) -> tuple[float, float] | None:
@@ -164,7 +165,8 @@ def make_corpus(out: Path, config: SynthConfig, params: dict[str, Any] | None = 
         with command_run("prepare-synth", tmp, params, extra_fingerprint=extra):
             log.info("text: %s", text_stats.summary())
             summary = _build(tmp, out, config, plan, sentences, engine)
-            summary.dropped_sentences = sum(text_stats.dropped.values())
+            summary.text_kept = dict(text_stats.kept)
+            summary.text_dropped = dict(text_stats.dropped)
             write_text(tmp / "summary.json", json.dumps(asdict(summary), indent=2) + "\n")
     return summary
 

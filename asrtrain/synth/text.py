@@ -16,6 +16,7 @@ their upper-case words) are dropped. What each filter dropped is counted.
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import os
 import re
@@ -134,7 +135,7 @@ def _ztext_books(module: Path, testament: str) -> Iterator[str]:
     bzz = (module / f"{testament}.bzz").read_bytes()
     blocks = [struct.unpack_from("<III", bzs, i) for i in range(0, len(bzs) - 11, 12)]
     cache: dict[int, bytes] = {}
-    current_block, verses = -1, []
+    current_block, verses = -1, []  # type: int, list[str]
     for i in range(0, len(bzv) - 9, 10):
         block, start, length = struct.unpack_from("<IIH", bzv, i)
         if length == 0 or block >= len(blocks):
@@ -259,7 +260,12 @@ def clean(paragraphs: Iterable[str], source: str, stats: CleanStats,
 
 def load_sentences(sources: Iterable[str] = tuple(SOURCES), cache: Path | None = None
                    ) -> tuple[list[Sentence], CleanStats]:
-    """All cleaned sentences of the sources, in a fixed order (cached as TSV)."""
+    """All cleaned sentences of the sources, in a fixed order, and what cleaning dropped.
+
+    Each source is cleaned once into the cache (a TSV of spoken text and words,
+    and the counts of what each filter dropped, written before the TSV so the TSV
+    marks a complete entry).
+    """
     cache = cache or cache_dir()
     stats, seen, sentences = CleanStats(), set(), []
     for source in sources:
@@ -267,18 +273,21 @@ def load_sentences(sources: Iterable[str] = tuple(SOURCES), cache: Path | None =
             raise AsrtrainError(f"unknown text source {source!r} (choose from "
                                 f"{', '.join(SOURCES)})")
         cached = cache / "text" / f"{source}.v{CLEANING_VERSION}.tsv"
-        if not cached.is_file():
+        counts = cached.with_suffix(".dropped.json")
+        if not cached.is_file() or not counts.is_file():
             part_stats = CleanStats()
             part = clean(PARAGRAPHS[source](fetch_packages(source, cache)), source, part_stats,
                          set())
             cached.parent.mkdir(parents=True, exist_ok=True)
+            write_text(counts, json.dumps(dict(part_stats.dropped), sort_keys=True) + "\n")
             write_text(cached, "".join(f"{s.spoken}\t{' '.join(s.words)}\n" for s in part))
             log.info("text source %s: %s", source, part_stats.summary())
+        stats.dropped.update(json.loads(counts.read_text(encoding="utf-8")))
         for line in cached.read_text(encoding="utf-8").splitlines():
             spoken, words = line.split("\t")
             key = tuple(words.split())
             if key in seen:
-                stats.dropped["duplicate"] += 1
+                stats.dropped["duplicate across sources"] += 1
                 continue
             seen.add(key)
             stats.kept[source] += 1
