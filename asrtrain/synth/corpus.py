@@ -76,6 +76,10 @@ class SynthConfig:
             raise ConfigError(f"--nj must be at least 1, got {self.nj}")
         if self.lm_sentences < 0:
             raise ConfigError(f"--lm-sentences must be >= 0 (0: all), got {self.lm_sentences}")
+        if self.dev_speakers < 1 or self.test_speakers < 1:
+            raise ConfigError("--dev-speakers and --test-speakers must be at least 1 (the "
+                              f"corpus has train, dev and test), got {self.dev_speakers} and "
+                              f"{self.test_speakers}")
         if self.speakers < 1:
             raise ConfigError(f"--speakers must be at least 1, got {self.speakers}")
 

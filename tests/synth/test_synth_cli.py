@@ -53,6 +53,10 @@ def test_cli_8k_with_noise_and_reverb(tmp_path: Path) -> None:
     (["--hours", "0.01", "--speakers", "2"], "leaves no training speaker"),
     (["--hours", "0.01", "--speakers", "3", "--noise-snr", "20:10"], "LO <= HI"),
     (["--hours", "0.01", "--speakers", "3", "--reverb", "1.5"], "--reverb is a probability"),
+    (["--hours", "0.01", "--speakers", "3", "--dev-speakers", "0"], "must be at least 1"),
+    (["--hours", "0.01", "--speakers", "3", "--voices", "en-us+f3"], "give base voices"),
+    (["--hours", "0.01", "--speakers", "3", "--voices", "en-029"], "cannot be used: espeak-ng "
+                                                                   "produced phoneme 't['"),
 ])
 def test_bad_options_one_line_and_nothing_written(tmp_path: Path, args: list[str],
                                                   message: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import shutil
 import struct
 import zlib
 from pathlib import Path
@@ -108,6 +109,7 @@ def test_fortune_and_devil_readers(tmp_path: Path) -> None:
     assert list(devil_paragraphs(tmp_path)) == ["Rubbish in front of a fort."]
 
 
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt-get (Debian/Ubuntu)")
 def test_failed_fetch_leaves_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(text.SOURCES, "nothing", ("asrtrain-no-such-package-xyz",))
     with pytest.raises(AsrtrainError, match="fetching text source 'nothing' failed"):
