@@ -71,7 +71,7 @@ def apply_transform(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def accumulate(gmm: DiagGMM, x: torch.Tensor, w: torch.Tensor) -> FmllrStats:
     """Statistics of frames [T, d] with the GMM's posteriors of the transformed frames."""
     d = gmm.dim
-    gconst, mean_inv, inv = gmm._terms()
+    gconst, mean_inv, inv = gmm.terms()
     rows, cols = torch.triu_indices(d + 1, d + 1)  # G_i is symmetric: half the products
     g = torch.zeros(d, rows.shape[0], dtype=torch.float64)
     k = torch.zeros(d, d + 1, dtype=torch.float64)
@@ -191,7 +191,7 @@ class _Source:
 
     def raw(self, utt: str) -> torch.Tensor:
         from asrtrain.adapt.gmm import read_matrix
-        return torch.from_numpy(read_matrix(self.table, utt, self.scp, self.dim).copy())
+        return torch.from_numpy(read_matrix(self.table, utt, self.scp, self.dim))
 
     def projected(self, utt: str) -> torch.Tensor:
         from asrtrain.adapt.lda import apply_lda, splice

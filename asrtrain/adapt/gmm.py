@@ -56,7 +56,7 @@ class DiagGMM:
     def dim(self) -> int:
         return int(self.means.shape[1])
 
-    def _terms(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def terms(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(gconst [C], means/vars [C, D], 1/vars [C, D]) so log N(x) is two products."""
         inv = 1.0 / self.vars
         gconst = (torch.log(self.weights)
@@ -66,7 +66,7 @@ class DiagGMM:
 
     def component_loglikes(self, x: torch.Tensor) -> torch.Tensor:
         """log(w_c N(x_t; mu_c, var_c)) for frames [N, D]: a matrix [N, C]."""
-        gconst, mean_inv, inv = self._terms()
+        gconst, mean_inv, inv = self.terms()
         x = x.to(torch.float64)
         return gconst + x @ mean_inv.T - 0.5 * (x * x) @ inv.T
 
@@ -206,6 +206,7 @@ def train_gmm(frames: torch.Tensor, num_components: int, iters: int = 10,
         if final:
             break
         gmm = split(gmm, num_components)
+    gmm.meta = {"frames": n, "loglike_per_frame": stats.loglike / n, "em_iterations": iteration}
     log.info("trained a %d-component diagonal GMM on %d frames of dim %d: "
              "log-likelihood per frame %.4f", gmm.num_components, n, d, stats.loglike / n)
     return gmm

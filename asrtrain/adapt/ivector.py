@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -243,13 +244,6 @@ def speaker_accuracy(enrol: dict[str, np.ndarray], enrol_spk: dict[str, str],
 # --- The command: UBM, extractor, extraction; each stage resumable ---
 
 
-def _feature_stream(scp: Path, table: Any, utts: list[str], dim: int | None) -> Any:
-    from asrtrain.adapt.gmm import read_matrix
-
-    for utt in utts:
-        yield read_matrix(table, utt, scp, dim)
-
-
 def _check_dim(extractor: IvectorExtractor, dim: int, where: Path, scp: Path) -> None:
     if extractor.feat_dim != dim:
         raise InputError(f"the i-vector extractor takes {extractor.feat_dim}-dim features, but "
@@ -267,75 +261,105 @@ def prepare_ivectors(data: Path, out: Path, ubm_components: int = 256, dim: int 
     the i-vectors (one vector per utterance, or with ``online`` one row per
     ``period`` frames, with ``OUT/ivector_period`` as Kaldi has it).
     """
-    from asrtrain.adapt.gmm import (
-        Stages,
-        em_iterations,
-        open_feats,
-        read_matrix,
-        subsample_frames,
-        train_gmm,
-        write_matrices,
-    )
-    from asrtrain.core.atomic import write_text
-    from asrtrain.core.progress import Progress, track
+    from asrtrain.adapt.gmm import Stages, open_feats, read_matrix
 
     data, out = Path(data), Path(out)
     scp, table = open_feats(data)
     utts = list(table.keys())
     if not utts:
         raise InputError("no utterances", scp)
-    feat_dim = read_matrix(table, utts[0], scp).shape[1]
+    feats = _Feats(scp, table, utts, read_matrix(table, utts[0], scp).shape[1])
     stages = Stages(out)
-    ext_dir = out / "extractor"
     if extractor_dir is not None:
         extractor = IvectorExtractor.load(extractor_dir)
-        _check_dim(extractor, feat_dim, Path(extractor_dir), scp)
+        _check_dim(extractor, feats.dim, Path(extractor_dir), scp)
         log.info("using the extractor of %s (%d Gaussians, %d-dim i-vectors)", extractor_dir,
                  extractor.ubm.num_components, extractor.ivector_dim)
         stages.upstream = f"extractor:{Path(extractor_dir).resolve()}"
     else:
         ubm_params = {"data": str(data.resolve()), "components": ubm_components,
                       "iters": ubm_iters, "max_frames": max_frames}
-        if not stages.done("ubm", ubm_params, [ext_dir / "ubm.npz"]):
-            frames, seen = subsample_frames(_feature_stream(scp, table, utts, feat_dim), max_frames)
-            log.info("UBM: %d of %d frames (every %d-th)", frames.shape[0], seen,
-                     max(1, round(seen / frames.shape[0])))
-            with Progress("UBM (EM iterations)", em_iterations(ubm_components, ubm_iters)) as bar:
-                ubm = train_gmm(frames, ubm_components, ubm_iters, progress=bar)
-            ubm.save(ext_dir / "ubm.npz")
+        if not stages.done("ubm", ubm_params, [out / "extractor" / "ubm.npz"]):
+            _train_ubm(feats, ubm_params, out / "extractor" / "ubm.npz")
             stages.finish("ubm", ubm_params)
         ext_params = {"dim": dim, "iters": iters, "max_utts": max_utts,
                       "posterior_scale": posterior_scale, "seed": seed}
-        if stages.done("extractor", ext_params, [ext_dir / "extractor.npz"]):
-            extractor = IvectorExtractor.load(ext_dir)
-            _check_dim(extractor, feat_dim, ext_dir, scp)
-        else:
-            ubm = DiagGMM.load(ext_dir / "ubm.npz")
-            chosen = _spread(utts, max_utts)
-            n_all, f_all = _train_stats(ubm, scp, table, chosen, feat_dim, posterior_scale)
-            with Progress("i-vector extractor (EM iterations)", iters) as bar:
-                extractor, history = train_extractor(ubm, n_all, f_all, dim, iters, seed,
-                                                     posterior_scale, progress=bar)
-            extractor.save(ext_dir / "extractor.npz")
+        if not stages.done("extractor", ext_params, [out / "extractor" / "extractor.npz"]):
+            _train_tv(feats, ext_params, out / "extractor")
             stages.finish("extractor", ext_params)
+        extractor = IvectorExtractor.load(out / "extractor")
+        _check_dim(extractor, feats.dim, out / "extractor", scp)
     mode = {"online": online, "period": period if online else None, "data": str(data.resolve())}
     if not stages.done("extract", mode, [out / "ivectors.scp"]):
-        def vectors() -> Any:
-            for utt in track(utts, "i-vectors"):
-                x = torch.from_numpy(read_matrix(table, utt, scp, feat_dim))
-                value = extractor.extract_online(x, period) if online else extractor.extract(x)
-                yield utt, value.numpy()
-        count = write_matrices(out / "ivectors.scp", vectors())
-        if online:
-            write_text(out / "ivector_period", f"{period}\n")
-        elif (out / "ivector_period").exists():
-            (out / "ivector_period").unlink()
-        log.info("wrote %d %s i-vectors of dimension %d to %s", count,
-                 f"online (period {period})" if online else "per-utterance",
-                 extractor.ivector_dim, out / "ivectors.scp")
+        _extract_all(extractor, feats, out, period if online else None)
         stages.finish("extract", mode)
     return {"utterances": len(utts), "ivector_dim": extractor.ivector_dim,
             "components": extractor.ubm.num_components, "online": online}
+
+
+@dataclass
+class _Feats:
+    """DATA's feats.scp, opened lazily, and the dimension every matrix must have."""
+
+    scp: Path
+    table: Any
+    utts: list[str]
+    dim: int
+
+    def __call__(self, utt: str) -> torch.Tensor:
+        from asrtrain.adapt.gmm import read_matrix
+        return torch.from_numpy(read_matrix(self.table, utt, self.scp, self.dim))
+
+
+def _train_ubm(feats: _Feats, params: dict[str, Any], path: Path) -> None:
+    from asrtrain.adapt.gmm import em_iterations, subsample_frames, train_gmm
+    from asrtrain.core.progress import Progress
+
+    frames, seen = subsample_frames((feats(u).numpy() for u in feats.utts), params["max_frames"])
+    log.info("UBM: %d of %d frames (every %d-th)", frames.shape[0], seen,
+             max(1, round(seen / frames.shape[0])))
+    total = em_iterations(params["components"], params["iters"])
+    with Progress("UBM (EM iterations)", total) as bar:
+        ubm = train_gmm(frames, params["components"], params["iters"], progress=bar)
+    ubm.save(path)
+
+
+def _train_tv(feats: _Feats, params: dict[str, Any], directory: Path) -> None:
+    """The total-variability matrix on (at most ``max_utts``) training utterances."""
+    from asrtrain.core.progress import Progress, track
+
+    ubm = DiagGMM.load(directory / "ubm.npz")
+    chosen = _spread(feats.utts, params["max_utts"])
+    stream = (feats(u) for u in track(chosen, "Baum-Welch statistics"))
+    n_all, f_all = collect_stats(ubm, stream, len(chosen), params["posterior_scale"])
+    with Progress("i-vector extractor (EM iterations)", params["iters"]) as bar:
+        extractor, _ = train_extractor(ubm, n_all, f_all, params["dim"], params["iters"],
+                                       params["seed"], params["posterior_scale"], progress=bar)
+    extractor.save(directory / "extractor.npz")
+
+
+def _extract_all(extractor: IvectorExtractor, feats: _Feats, out: Path,
+                 period: int | None) -> None:
+    """Write ``OUT/ivectors.scp`` (and ``OUT/ivector_period`` first when online)."""
+    from asrtrain.adapt.gmm import write_matrices
+    from asrtrain.core.atomic import write_text
+    from asrtrain.core.progress import track
+
+    if period is not None:
+        write_text(out / "ivector_period", f"{period}\n")
+    else:
+        (out / "ivector_period").unlink(missing_ok=True)
+
+    def vectors() -> Any:
+        for utt in track(feats.utts, "i-vectors"):
+            x = feats(utt)
+            value = extractor.extract(x) if period is None else extractor.extract_online(x, period)
+            yield utt, value.numpy()
+
+    count = write_matrices(out / "ivectors.scp", vectors())
+    log.info("wrote %d %s i-vectors of dimension %d to %s", count,
+             "per-utterance" if period is None else f"online (period {period})",
+             extractor.ivector_dim, out / "ivectors.scp")
 
 
 def _spread(utts: list[str], limit: int) -> list[str]:
@@ -348,18 +372,15 @@ def _spread(utts: list[str], limit: int) -> list[str]:
     return chosen
 
 
-def _train_stats(ubm: DiagGMM, scp: Path, table: Any, utts: list[str], dim: int,
-                 posterior_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Baum-Welch statistics of the training utterances, computed once for all EM
-    iterations (the UBM does not change): N [U, C] float64, F [U, C, D] float32."""
-    from asrtrain.adapt.gmm import read_matrix
-    from asrtrain.core.progress import track
-
+def collect_stats(ubm: DiagGMM, utterances: Iterable[torch.Tensor], count: int,
+                  posterior_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Baum-Welch statistics of ``count`` utterances' frames, kept for all EM iterations
+    (the UBM does not change): N [U, C] float64, F [U, C, D] float32 (half the memory)."""
     probe = IvectorExtractor(ubm, torch.zeros(ubm.num_components, ubm.dim, 1, dtype=torch.float64),
                              posterior_scale)
-    n_all = torch.zeros(len(utts), ubm.num_components, dtype=torch.float64)
-    f_all = torch.zeros(len(utts), ubm.num_components, ubm.dim, dtype=torch.float32)
-    for i, utt in enumerate(track(utts, "Baum-Welch statistics")):
-        n, f = probe.stats(torch.from_numpy(read_matrix(table, utt, scp, dim)))
+    n_all = torch.zeros(count, ubm.num_components, dtype=torch.float64)
+    f_all = torch.zeros(count, ubm.num_components, ubm.dim, dtype=torch.float32)
+    for i, x in enumerate(utterances):
+        n, f = probe.stats(x)
         n_all[i], f_all[i] = n, f.to(torch.float32)
     return n_all, f_all

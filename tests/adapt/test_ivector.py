@@ -12,7 +12,7 @@ import torch
 from asrtrain.adapt.gmm import open_feats, train_gmm
 from asrtrain.adapt.ivector import (
     IvectorExtractor,
-    _train_stats,
+    collect_stats,
     init_extractor,
     speaker_accuracy,
     train_extractor,
@@ -24,7 +24,7 @@ def trained(corpus, components: int = 8, dim: int = 10, iters: int = 5):
     utts = list(table.keys())
     frames = torch.from_numpy(np.concatenate([table[u] for u in utts]))
     ubm = train_gmm(frames, components, iters=6)
-    n, f = _train_stats(ubm, scp, table, utts, frames.shape[1], 1.0)
+    n, f = collect_stats(ubm, (torch.from_numpy(table[u].copy()) for u in utts), len(utts))
     extractor, history = train_extractor(ubm, n, f, dim, iters)
     return extractor, history, table, utts
 
