@@ -17,6 +17,7 @@ import soundfile
 
 from asrtrain.synth import espeak
 from asrtrain.synth.align import Segment, rescale, segments_from_events
+from asrtrain.synth.phones import phone_ids
 from asrtrain.synth.signal import add_noise, resample, reverberate, to_int16
 
 
@@ -41,14 +42,33 @@ class Job:
 
 @dataclass(frozen=True)
 class Rendered:
-    """What the main process needs back: length and segments at the output rate."""
+    """What the main process needs back: the length and the segments at the output rate.
+
+    Segments travel and wait as two small arrays (phone ids, start samples), not
+    as objects: a 50-hour corpus has millions of them.
+    """
 
     utt_id: str
     num_samples: int
-    segments: list[Segment]
+    phone_ids: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def pack(cls, utt_id: str, num_samples: int, segments: list[Segment]) -> Rendered:
+        ids = phone_ids()
+        return cls(utt_id, num_samples, np.array([ids[s.phone] for s in segments], np.int16),
+                   np.array([s.start for s in segments], np.int32))
+
+    @property
+    def segments(self) -> list[Segment]:
+        names = _PHONE_NAMES
+        ends = [*self.starts[1:].tolist(), self.num_samples]
+        return [Segment(names[i], start, end) for i, start, end
+                in zip(self.phone_ids.tolist(), self.starts.tolist(), ends, strict=True)]
 
 
 _current: tuple | None = None
+_PHONE_NAMES = {i: name for name, i in phone_ids().items()}
 
 
 def render_shard(jobs: list[Job]) -> list[Rendered]:
@@ -90,4 +110,4 @@ def render(job: Job) -> Rendered:
     soundfile.write(job.path, samples, job.sample_rate, format="FLAC", subtype="PCM_16")
     out_segments = rescale(segments, synth.sample_rate, job.sample_rate, len(audio), head,
                            len(samples))
-    return Rendered(job.utt_id, len(samples), out_segments)
+    return Rendered.pack(job.utt_id, len(samples), out_segments)
