@@ -13,6 +13,10 @@ components (means moved ±0.2σ), with a few EM iterations after each split, and
 the remaining iterations at the full size. Components that lose their frames are
 re-seeded from the heaviest one, and variances are floored relative to the
 global variance, so a tiny or degenerate corpus cannot produce a NaN model.
+
+The end of the module holds what both GMM-based commands (``prepare ivectors``,
+``prepare fmllr``) need around the model: reading a data dir's features,
+bounded frame subsampling, ark/scp output, and resumable stages.
 """
 
 from __future__ import annotations

@@ -40,9 +40,13 @@ def fmllr(ctx: click.Context, data: Path, out: Path, lda_dim: int, splice: int,
           gmm_components: int, gmm_iters: int, ali: Path | None, model: Path | None, iters: int,
           passes: int, min_frames_full: int, min_frames_diag: int, max_frames: int,
           config: str | None) -> None:
-    """Speaker-adapted features of DATA (a data dir with MFCC feats.scp): splice, LDA,
-    a global GMM, and one fMLLR transform per speaker. Writes OUT/feats.scp (a data dir),
-    OUT/trans.scp, OUT/lda.mat and OUT/gmm/; stages already complete are skipped."""
+    """fMLLR speaker-adapted features (splice, LDA, global GMM, a transform per speaker).
+
+    DATA is a data dir with MFCC feats.scp and utt2spk. OUT becomes a data dir of the
+    adapted features (OUT/feats.scp) with OUT/trans.scp (a 40x41 transform per speaker),
+    OUT/trans.summary.json (log-likelihoods before and after), OUT/lda.mat and
+    OUT/gmm/, which --model reuses on dev and test. Stages already complete are skipped.
+    """
     from asrtrain.adapt.fmllr import prepare_fmllr
     from asrtrain.core.runlog import command_run
 

@@ -40,9 +40,14 @@ def ivectors(ctx: click.Context, data: Path, out: Path, ubm_components: int, dim
              period: int, online: bool, iters: int, ubm_iters: int, max_frames: int,
              max_utts: int, posterior_scale: float, extractor: Path | None, seed: int,
              config: str | None) -> None:
-    """Train a UBM and an i-vector extractor on DATA (a data dir with feats.scp) and
-    write OUT/ivectors.scp; OUT/extractor/ is reusable with --extractor. Each stage
-    whose output is complete is skipped on a rerun."""
+    """I-vectors: a UBM and a total-variability extractor, then extraction.
+
+    DATA is a data dir with feats.scp (MFCC, or fbank with deltas). OUT gets
+    OUT/ivectors.scp: online matrices (one row per --period frames, with
+    OUT/ivector_period as Kaldi writes it) or one vector per utterance, and
+    OUT/extractor/, which --extractor reuses on dev and test. Stages already complete
+    are skipped.
+    """
     from asrtrain.adapt.ivector import prepare_ivectors
     from asrtrain.core.runlog import command_run
 
