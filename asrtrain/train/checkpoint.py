@@ -92,7 +92,10 @@ def clean_temporaries(exp: Path) -> int:
     removed = 0
     for entry in root.iterdir():
         if is_temporary(entry):
-            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink()
             removed += 1
     if removed:
         log.warning("removed %d incomplete checkpoint(s) left in %s", removed, root)
