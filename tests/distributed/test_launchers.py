@@ -19,7 +19,7 @@ JOB = HERE / "tiny_job.py"
 def _check(out: Path, launcher: str) -> None:
     result = json.loads(out.read_text())
     assert result["launcher"] == launcher and result["world"] == 4
-    sizes = {"ssgd": 4, "adpsgd": 1, "h-adpsgd": 4}  # h-adpsgd: one node = one super-learner
+    sizes = {"ssgd": 4, "adpsgd": 1, "h-adpsgd": 2}
     for name, size in sizes.items():
         recs = result[name]
         assert [r["group_size"] for r in recs] == [size] * 4

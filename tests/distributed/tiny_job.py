@@ -186,7 +186,9 @@ def multi_job(spec: JobSpec, out: str) -> None:
     result: dict[str, Any] = {"launcher": place.launcher, "world": place.world_size}
     for name in spec.strategies:
         # Store keys (work counters, rounds) are per job: each strategy gets its own prefix.
-        strategy = DistributedStrategy(DistConfig(name, timeout_s=30.0), place, dist.PrefixStore(name, store))
+        group = 2 if name == "h-adpsgd" else None  # two "nodes" of two on one machine
+        strategy = DistributedStrategy(DistConfig(name, group, timeout_s=30.0), place,
+                                       dist.PrefixStore(name, store))
         try:
             rec = train_loop(strategy, spec)
         finally:
@@ -206,7 +208,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--strategies", default="ssgd,adpsgd,h-adpsgd")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    multi_job(JobSpec(strategies=args.strategies.split(",")), args.out)
+    multi_job(JobSpec(strategies=args.strategies.split(","), step_sleep_s=0.005), args.out)
 
 
 if __name__ == "__main__":
