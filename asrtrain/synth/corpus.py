@@ -149,7 +149,13 @@ def check_voice(engine: espeak.Espeak, voice: str) -> None:
 
 
 def make_corpus(out: Path, config: SynthConfig, params: dict[str, Any] | None = None) -> Summary:
-    """Build the whole corpus at ``out`` (see the module doc of :mod:`asrtrain.cli.prepare_synth`)."""
+    """Build the corpus at ``out``, all or nothing; ``params`` go to the run's config file.
+
+    ``out/{train,dev,test}/`` (Kaldi data dirs with ali.scp/ali.ark and phone.ctm,
+    FLAC under ``flac/``), ``phones.txt``, ``dict/``, ``lm_text``, ``speakers.tsv``,
+    ``summary.json``, ``fingerprint.json`` and ``log/``. Checks that fail fast
+    (options, OUT, libespeak-ng, voices, enough text) run before anything is written.
+    """
     from asrtrain.core.runlog import command_run
 
     config.check()
@@ -180,7 +186,7 @@ def _build(tmp: Path, final: Path, config: SynthConfig, plan: Plan,
     log.info("plan: %d utterances, %d speakers, about %.2f hours (seed %d)",
              len(plan.utterances), sum(len(v) for v in plan.splits.values()),
              plan.estimated_seconds / 3600, config.seed)
-    rendered = _render_all(plan, tmp, final, config)
+    rendered = _render_all(plan, tmp, config)
     ids = phone_ids()
     summary = Summary()
     for split in SPLITS:
@@ -202,7 +208,7 @@ def _build(tmp: Path, final: Path, config: SynthConfig, plan: Plan,
     return summary
 
 
-def _render_all(plan: Plan, tmp: Path, final: Path, config: SynthConfig) -> dict[str, Rendered]:
+def _render_all(plan: Plan, tmp: Path, config: SynthConfig) -> dict[str, Rendered]:
     """Render every utterance: shards of one speaker's utterances, each in a fresh process.
 
     A shard's audio depends on nothing but its jobs (see render_shard), so the

@@ -15,6 +15,7 @@ their upper-case words) are dropped. What each filter dropped is counted.
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import json
 import logging
@@ -275,13 +276,7 @@ def load_sentences(sources: Iterable[str] = tuple(SOURCES), cache: Path | None =
         cached = cache / "text" / f"{source}.v{CLEANING_VERSION}.tsv"
         counts = cached.with_suffix(".dropped.json")
         if not cached.is_file() or not counts.is_file():
-            part_stats = CleanStats()
-            part = clean(PARAGRAPHS[source](fetch_packages(source, cache)), source, part_stats,
-                         set())
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            write_text(counts, json.dumps(dict(part_stats.dropped), sort_keys=True) + "\n")
-            write_text(cached, "".join(f"{s.spoken}\t{' '.join(s.words)}\n" for s in part))
-            log.info("text source %s: %s", source, part_stats.summary())
+            _prepare_source(source, cache, cached, counts)
         stats.dropped.update(json.loads(counts.read_text(encoding="utf-8")))
         for line in cached.read_text(encoding="utf-8").splitlines():
             spoken, words = line.split("\t")
@@ -293,3 +288,17 @@ def load_sentences(sources: Iterable[str] = tuple(SOURCES), cache: Path | None =
             stats.kept[source] += 1
             sentences.append(Sentence(key, spoken, source))
     return sentences, stats
+
+
+def _prepare_source(source: str, cache: Path, cached: Path, counts: Path) -> None:
+    """Fetch and clean one source into the cache, one process at a time (a file lock)."""
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with open(cached.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if cached.is_file() and counts.is_file():
+            return  # another process made it while we waited
+        part_stats = CleanStats()
+        part = clean(PARAGRAPHS[source](fetch_packages(source, cache)), source, part_stats, set())
+        write_text(counts, json.dumps(dict(part_stats.dropped), sort_keys=True) + "\n")
+        write_text(cached, "".join(f"{s.spoken}\t{' '.join(s.words)}\n" for s in part))
+        log.info("text source %s: %s", source, part_stats.summary())
