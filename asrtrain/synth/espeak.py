@@ -152,7 +152,7 @@ class Espeak:
         return Synthesis(samples, self.sample_rate, list(self._events))
 
     def phonemize(self, word: str) -> list[str]:
-        """Isolated-word pronunciation as espeak phoneme names (no stress marks removed)."""
+        """Isolated-word pronunciation as espeak phoneme names (stress marks kept)."""
         buffer = ctypes.c_char_p(word.encode("utf-8"))
         pointer = ctypes.pointer(buffer)
         names: list[str] = []
@@ -166,20 +166,12 @@ class Espeak:
 
 
 _ENGINE: Espeak | None = None
-
-
-def engine() -> Espeak:
-    """This process's engine, created on first use (workers call it in their initializer)."""
-    global _ENGINE
-    if _ENGINE is None or _ENGINE_PID != os.getpid():
-        _set_engine(Espeak())
-    assert _ENGINE is not None
-    return _ENGINE
-
-
 _ENGINE_PID = -1
 
 
-def _set_engine(value: Espeak) -> None:
+def engine() -> Espeak:
+    """This process's engine, created on first use (a forked child makes its own)."""
     global _ENGINE, _ENGINE_PID
-    _ENGINE, _ENGINE_PID = value, os.getpid()
+    if _ENGINE is None or _ENGINE_PID != os.getpid():
+        _ENGINE, _ENGINE_PID = Espeak(), os.getpid()
+    return _ENGINE

@@ -2,8 +2,9 @@
 
 Synthesize at 22050 Hz with phoneme events, turn the events into segments,
 resample, pad silence at both ends, optionally reverberate and add noise, dither
-to int16 and write FLAC. Everything random comes from the job's own seed, so the
-bytes do not depend on which worker renders it or in what order.
+to int16 and write FLAC. Everything random comes from the job's own seed, and
+each shard starts from a fresh engine (see :func:`render_shard`), so the bytes do
+not depend on which worker renders them.
 """
 
 from __future__ import annotations
