@@ -19,10 +19,22 @@ def launcher_rank() -> int | None:
     """This process's rank when a launcher (torchrun, mpiexec, srun) started it, else None."""
     for name in LAUNCHER_RANK_VARS:
         if os.environ.get(name, "").strip():
-            return int(os.environ[name])
-    if os.environ.get("SLURM_PROCID", "").strip() and int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1:
-        return int(os.environ["SLURM_PROCID"])
+            return _env_int(name)
+    if os.environ.get("SLURM_PROCID", "").strip() and _env_int("SLURM_NTASKS", 1) > 1:
+        return _env_int("SLURM_PROCID")
     return None
+
+
+def _env_int(name: str, default: int = 0) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        from asrtrain.core.errors import ConfigError
+
+        raise ConfigError(f"environment variable {name}={value!r} is not an integer") from None
 
 
 def _model_overrides(model_config: Path | None, sizes: dict[str, Any]) -> dict[str, Any]:

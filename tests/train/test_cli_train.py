@@ -69,3 +69,10 @@ def test_launcher_detection(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert launcher_rank() == rank
+
+
+def test_bad_launcher_variable_is_one_line(learnable_archives: tuple[Path, Path], tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PMI_RANK", "first")
+    res = CliRunner().invoke(cli, _args(learnable_archives, tmp_path / "e"))
+    assert res.exit_code == 1 and "Error: environment variable PMI_RANK='first' is not an integer" in res.output
