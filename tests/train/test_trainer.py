@@ -156,3 +156,15 @@ def test_no_resume_starts_over_and_forgets_old_checkpoints(learnable_archives: t
     assert again.start_epoch == 2 and again.steps == result.steps
     after = load_final(exp / "final.pt").model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_step_granularity_raises_the_rate_within_epochs(learnable_archives: tuple[Path, Path],
+                                                        tmp_path: Path) -> None:
+    exp = tmp_path / "exp"
+    train(_cfg(learnable_archives, exp, epochs=3, valid=None, batch=16, base_batch=8, lr=0.05,
+               warmup_epochs=3, warmup_granularity="step", log_every=1))
+    rows = [json.loads(line) for line in (exp / "metrics.jsonl").read_text().splitlines()]
+    lrs = {e: [r["lr"] for r in rows if r["kind"] == "step" and r["epoch"] == e] for e in (1, 2, 3)}
+    assert lrs[1][0] == pytest.approx(0.05) and lrs[3] == pytest.approx([0.1] * len(lrs[3]))
+    rising = lrs[1] + lrs[2]
+    assert all(a < b for a, b in zip(rising, rising[1:], strict=False)) and rising[-1] < 0.1
