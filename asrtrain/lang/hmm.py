@@ -11,8 +11,9 @@ training alignments plus small pseudo-counts, so unseen phones still have a usab
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Union
 
 import numpy as np
 
@@ -20,15 +21,29 @@ import numpy as np
 PRIOR = {"self": 1.0, "next": 1.0, "early_exit": 0.05, "exit": 1.0}
 
 
-def segments(ali: np.ndarray) -> list[tuple[int, int, int]]:
-    """Runs of equal phone ids in a frame alignment: ``(phone, start, length)``."""
+Alignment = Union[np.ndarray, tuple[np.ndarray, Sequence[int]]]
+
+
+def segments(ali: np.ndarray, cuts: Sequence[int] = ()) -> list[tuple[int, int, int]]:
+    """Phone segments ``(phone, start, length)`` of a frame alignment.
+
+    A segment ends where the phone id changes and at every frame in ``cuts``: a frame
+    alignment cannot show where two equal phones meet ("made doors": d d), the
+    corpus' phone CTM can.
+    """
     ali = np.asarray(ali)
     if ali.size == 0:
         return []
-    cuts = np.flatnonzero(np.diff(ali)) + 1
-    starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts, [ali.size]))
+    change = np.flatnonzero(np.diff(ali)) + 1
+    extra = np.asarray([c for c in cuts if 0 < c < ali.size], dtype=np.int64)
+    starts = np.union1d(np.concatenate(([0], change)), extra)
+    ends = np.concatenate((starts[1:], [ali.size]))
     return [(int(ali[s]), int(s), int(e - s)) for s, e in zip(starts, ends)]
+
+
+def unpack(item: Alignment) -> tuple[np.ndarray, Sequence[int]]:
+    """``(frames, cuts)`` of an alignment given alone or with its CTM cuts."""
+    return item if isinstance(item, tuple) else (item, ())
 
 
 def state_split(n: int, num_states: int) -> np.ndarray:
@@ -65,12 +80,12 @@ class Topology:
                           for k, v in data["trans"].items()})
 
 
-def count_moves(alignments: Iterable[np.ndarray], num_states: dict[int, int]
+def count_moves(alignments: Iterable[Alignment], num_states: dict[int, int]
                 ) -> dict[int, np.ndarray]:
     """Per phone a ``[S, S+1]`` matrix of counted moves under the uniform split."""
     counts = {p: np.zeros((s, s + 1)) for p, s in num_states.items()}
-    for ali in alignments:
-        for phone, _, n in segments(ali):
+    for item in alignments:
+        for phone, _, n in segments(*unpack(item)):
             s_count = num_states.get(phone)
             if s_count is None:
                 continue
@@ -81,7 +96,7 @@ def count_moves(alignments: Iterable[np.ndarray], num_states: dict[int, int]
     return counts
 
 
-def estimate_topology(alignments: Iterable[np.ndarray], phones: Iterable[int],
+def estimate_topology(alignments: Iterable[Alignment], phones: Iterable[int],
                       states: int = 3, sil_phones: Iterable[int] = (), sil_states: int = 3
                       ) -> Topology:
     """Topology and transition probabilities from frame-level phone alignments."""

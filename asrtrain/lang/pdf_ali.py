@@ -8,7 +8,8 @@ topology and the tree were estimated with) and each frame takes the pdf of its
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +21,11 @@ from asrtrain.lang.tree import ContextTree
 log = logging.getLogger("asrtrain.lang.pdf_ali")
 
 
-def phone_to_pdf(ali: np.ndarray, tree: ContextTree, utt: str = "?") -> np.ndarray:
+def phone_to_pdf(ali: np.ndarray, tree: ContextTree, utt: str = "?", cuts: Sequence[int] = ()
+                 ) -> np.ndarray:
     """The pdf id of every frame of one utterance's phone alignment."""
     out = np.empty(len(ali), dtype=np.int32)
-    segs = segments(ali)
+    segs = segments(ali, cuts)
     for i, (phone, start, n) in enumerate(segs):
         s_count = tree.topo.num_states.get(phone)
         if s_count is None:
@@ -34,6 +36,30 @@ def phone_to_pdf(ali: np.ndarray, tree: ContextTree, utt: str = "?") -> np.ndarr
         table = [tree.pdf(left, phone, right, s) for s in range(s_count)]
         out[start:start + n] = np.asarray(table, dtype=np.int32)[states]
     return out
+
+
+def read_ctm_cuts(ctm: Path, frame_shift: float = 0.01, centre: float = 0.0125
+                  ) -> dict[str, list[int]]:
+    """First frame of every phone of a phone CTM (frame t's centre is t·shift + centre)."""
+    cuts: dict[str, list[int]] = {}
+    for n, line in enumerate(Path(ctm).read_text(encoding="utf-8").splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        try:
+            start = float(parts[2])
+        except (IndexError, ValueError):
+            raise InputError(f"line {n}: expected 'utt channel start dur phone'", ctm) from None
+        cuts.setdefault(parts[0], []).append(max(0, math.ceil((start - centre) / frame_shift - 1e-6)))
+    return cuts
+
+
+def read_split(ali_dir: Path, split: str) -> Iterator[tuple[str, np.ndarray, list[int]]]:
+    """``(utt, phone ids, CTM cuts)`` of a corpus split (no cuts without phone.ctm)."""
+    ctm = Path(ali_dir) / split / "phone.ctm"
+    cuts = read_ctm_cuts(ctm) if ctm.exists() else {}
+    for utt, ali in read_alignments(Path(ali_dir) / split / "ali.scp"):
+        yield utt, ali, cuts.get(utt, [])
 
 
 def read_alignments(scp: Path) -> Iterator[tuple[str, np.ndarray]]:
@@ -49,7 +75,7 @@ def read_alignments(scp: Path) -> Iterator[tuple[str, np.ndarray]]:
         raise InputError(f"cannot read alignments: {exc}", scp) from None
 
 
-def write_pdf_alignments(ali_scp: Path, tree: ContextTree, out_prefix: Path) -> int:
+def write_pdf_alignments(ali_dir: Path, split: str, tree: ContextTree, out_prefix: Path) -> int:
     """Write ``out_prefix.ark``/``.scp`` with the pdf alignment of every utterance."""
     import kaldiio
 
@@ -59,8 +85,8 @@ def write_pdf_alignments(ali_scp: Path, tree: ContextTree, out_prefix: Path) -> 
     n = 0
     with atomic_path(ark) as tmp_ark, atomic_path(scp) as tmp_scp:
         with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
-            for utt, ali in read_alignments(ali_scp):
-                writer(utt, phone_to_pdf(ali, tree, utt))
+            for utt, ali, cuts in read_split(ali_dir, split):
+                writer(utt, phone_to_pdf(ali, tree, utt, cuts))
                 n += 1
         # the scp names the temporary ark: point it at the final name
         text = Path(tmp_scp).read_text(encoding="utf-8").replace(str(tmp_ark), str(ark.resolve()))

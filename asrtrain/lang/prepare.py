@@ -22,7 +22,7 @@ from asrtrain.lang.hmm import estimate_topology
 from asrtrain.lang.lexicon import (UNK, align_lexicon_text, lexicon_fst, phone_table, read_dict_dir,
                                    read_symbols, word_table, write_symbols)
 from asrtrain.lang.lm import estimate, parse_min_count, perplexity, write_arpa
-from asrtrain.lang.pdf_ali import read_alignments, write_pdf_alignments
+from asrtrain.lang.pdf_ali import read_split, write_pdf_alignments
 from asrtrain.lang.tree import build_tree, pdf_table_text
 
 log = logging.getLogger("asrtrain.lang")
@@ -99,7 +99,9 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
     _arpa_to_g(out / "lm.arpa", out / "words.txt", g_path)
 
     train_scp = ali_dir / "train" / "ali.scp"
-    alis = [a for _, a in read_alignments(train_scp)]
+    if not train_scp.exists():
+        raise InputError("training alignments not found", train_scp)
+    alis = [(a, cuts) for _, a, cuts in read_split(ali_dir, "train")]
     if not alis:
         raise InputError("no training alignments", train_scp)
     sil_ids = [lex.phones[lex.silence]]
@@ -117,7 +119,7 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
     for split in SPLITS:
         scp = ali_dir / split / "ali.scp"
         if scp.exists():
-            write_pdf_alignments(scp, tree, out / "pdf_ali" / split)
+            write_pdf_alignments(ali_dir, split, tree, out / "pdf_ali" / split)
     write_text(out / "pdf_ali" / "tree_id", tree_id + "\n")
 
     import kaldifst

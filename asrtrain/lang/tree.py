@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from asrtrain.lang.hmm import Topology, segments, state_split
+from asrtrain.lang.hmm import Alignment, Topology, segments, state_split, unpack
 
 log = logging.getLogger("asrtrain.lang.tree")
 Key = tuple[int, ...]
@@ -76,11 +76,11 @@ def _uses_left(state: int, num_states: int) -> bool:
     return state < (num_states + 1) // 2
 
 
-def context_counts(alignments: Iterable[np.ndarray], topo: Topology) -> Counter[Key]:
+def context_counts(alignments: Iterable[Alignment], topo: Topology) -> Counter[Key]:
     """Frames per (left, phone, right, state) under the uniform state split."""
     counts: Counter[Key] = Counter()
-    for ali in alignments:
-        segs = segments(ali)
+    for item in alignments:
+        segs = segments(*unpack(item))
         for i, (phone, _, n) in enumerate(segs):
             s_count = topo.num_states.get(phone)
             if s_count is None:
@@ -106,7 +106,7 @@ def _select(counts: Counter[Key], topo: Topology, ci_phones: set[int], threshold
     return tri, bi
 
 
-def build_tree(alignments: Iterable[np.ndarray], topo: Topology, ci_phones: Iterable[int],
+def build_tree(alignments: Iterable[Alignment], topo: Topology, ci_phones: Iterable[int],
                num_pdfs: int) -> tuple[ContextTree, Counter[Key]]:
     """The tree with about ``num_pdfs`` pdfs (at least one per phone state)."""
     ci_set = set(ci_phones)

@@ -78,3 +78,19 @@ def test_pdf_alignment_follows_states():
                       (3, 0), (1, 0), (1, 1), (1, 2)]
     with pytest.raises(InputError, match="utterance u2: phone id 7"):
         phone_to_pdf(np.array([1, 7, 7]), tree, "u2")
+
+
+def test_ctm_cuts_split_equal_neighbours(mini_corpus):
+    from asrtrain.lang.hmm import segments
+    from asrtrain.lang.pdf_ali import read_split
+
+    ids = {p: i for i, p in enumerate(["sil", "a", "t", "r", "i", "d"], start=1)}
+    seen = 0
+    for utt, ali, cuts in read_split(mini_corpus, "train"):
+        with_cuts, without = segments(ali, cuts), segments(ali)
+        assert sum(n for _, _, n in with_cuts) == len(ali)
+        doubled = [i for i in range(1, len(with_cuts)) if with_cuts[i][0] == with_cuts[i - 1][0]]
+        seen += len(doubled)
+        assert all(with_cuts[i][0] == ids["d"] for i in doubled)   # only GOOD DOG: d | d
+        assert len(with_cuts) == len(without) + len(doubled)
+    assert seen > 0
