@@ -262,8 +262,8 @@ class Gossip:
             for work in dist.batch_isend_irecv(ops):
                 work.wait()
         else:
-            send = dist.isend(tensor, partner, group=group)
-            recv = dist.irecv(out, partner, group=group)
-            send.wait()
-            recv.wait()
+            pending = (dist.isend(tensor, partner, group=group), dist.irecv(out, partner, group=group))
+            for req in pending:
+                if req is not None:  # None only for a rank outside the group
+                    req.wait()
         return out

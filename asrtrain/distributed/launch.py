@@ -104,8 +104,9 @@ def detect(env: Mapping[str, str] | None = None) -> Placement | None:
                          int(env.get("MPI_LOCALNRANKS", world)), addr, _port(env), "mpich")
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         world = int(env["SLURM_NTASKS"])
-        if addr is None and env.get("SLURM_NODELIST", env.get("SLURM_JOB_NODELIST")):
-            addr = expand_hostlist(env.get("SLURM_NODELIST") or env["SLURM_JOB_NODELIST"])[0]
+        nodes = env.get("SLURM_NODELIST") or env.get("SLURM_JOB_NODELIST")
+        if addr is None and nodes:
+            addr = expand_hostlist(nodes)[0]
         port = _port(env)
         if port is None and "SLURM_JOB_ID" in env:
             port = 12000 + int(env["SLURM_JOB_ID"]) % 20000

@@ -37,7 +37,7 @@ log = logging.getLogger("asrtrain.distributed")
 IGNORE_INDEX = -100
 
 
-def _no_buffer_sync() -> dict[str, bool]:
+def _no_buffer_sync() -> dict[str, Any]:
     """DDP's switch for not broadcasting buffers every forward (renamed in torch 2.13)."""
     import inspect
 
@@ -143,7 +143,7 @@ class DistributedStrategy(Strategy):
             self.heartbeat.touch()
             item = next(it, None) if it is not None else None
             if item is not None:
-                shape = tuple(item[0].shape[1:])  # type: ignore[assignment]
+                shape = (int(item[0].shape[1]), int(item[0].shape[2]))
             ready = self.gossip is not None and self.gossip.busy and self.gossip.ready()
             agree = torch.tensor([item is not None, 0 if item is None else real_frames(item[1]), ready],
                                  dtype=torch.int64)

@@ -1,4 +1,7 @@
-"""Each strategy under torchrun and mpiexec (the --nproc launcher: test_mechanism.py)."""
+"""Each strategy under torchrun and mpiexec (the --nproc launcher: test_mechanism.py).
+
+Marked slow: each starts 4 fresh workers (~25 s on 2 busy cores).
+"""
 
 from __future__ import annotations
 
@@ -40,12 +43,14 @@ def _env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_torchrun(tmp_path):
     out = tmp_path / "result.json"
     _run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "4", str(JOB), str(out)], _env())
     _check(out, "torchrun")
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_mpiexec(tmp_path):
     mpiexec = BIN / "mpiexec"
