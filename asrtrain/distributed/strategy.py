@@ -116,14 +116,16 @@ class DistributedStrategy(Strategy):
         """
         self._begin_epoch()
         if self.layout.group_size == 1:
-            return WorkQueue(self._work_store, self.layout, None, num_blocks, epoch, self.seed).iter_blocks()
+            return WorkQueue(self._work_store, self.layout, None, num_blocks, epoch, self.seed,
+                             self.device).iter_blocks()
         order = block_order(num_blocks, epoch, self.seed)
         return [int(b) for b in order[self.rank::self.world_size]]
 
     def batches(self, loader: Any, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The epoch's batches for this learner, with work sharing and lockstep members."""
         self._begin_epoch()
-        queue = WorkQueue(self._work_store, self.layout, self.groups.super, loader.num_blocks, epoch, self.seed)
+        queue = WorkQueue(self._work_store, self.layout, self.groups.super, loader.num_blocks, epoch,
+                          self.seed, self.device)
         if self.layout.group_size == 1:
             for x, y in loader.epoch(epoch, blocks=queue.iter_blocks()):
                 self.heartbeat.touch()
@@ -145,13 +147,12 @@ class DistributedStrategy(Strategy):
             if item is not None:
                 shape = (int(item[0].shape[1]), int(item[0].shape[2]))
             ready = self.gossip is not None and self.gossip.busy and self.gossip.ready()
-            agree = torch.tensor([item is not None, 0 if item is None else real_frames(item[1]), ready],
-                                 dtype=torch.int64)
+            agree = self._ints([item is not None, 0 if item is None else real_frames(item[1]), ready])
             dist.all_reduce(agree, group=self.groups.super)
-            have, frames, n_ready = (int(v) for v in agree)
+            have, frames, n_ready = (int(v) for v in agree.cpu())
             if have == 0:
                 block = queue.claim()
-                any_block = torch.tensor([block is not None], dtype=torch.int64)
+                any_block = self._ints([block is not None])
                 dist.all_reduce(any_block, group=self.groups.super)
                 if int(any_block[0]) == 0:
                     return
@@ -168,11 +169,15 @@ class DistributedStrategy(Strategy):
             self._apply_now = n_ready == g
             yield item
 
+    def _ints(self, values: list[Any]) -> torch.Tensor:
+        """A small int64 tensor where this backend's collectives want it (NCCL: the GPU)."""
+        return torch.tensor([int(v) for v in values], dtype=torch.int64, device=self.device)
+
     def _agree_shape(self, shape: tuple[int, int] | None) -> tuple[int, int]:
         """The (chunk, feature dim) of the batches, for a member that has seen none yet."""
         import torch.distributed as dist
 
-        t = torch.tensor(shape or (0, 0), dtype=torch.int64)
+        t = self._ints(list(shape or (0, 0)))
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.groups.super)
         return int(t[0]), int(t[1])
 
@@ -192,7 +197,7 @@ class DistributedStrategy(Strategy):
         import torch.distributed as dist
 
         ready = self.gossip is not None and self.gossip.busy and self.gossip.ready()
-        agree = torch.tensor([local_frames, ready], dtype=torch.int64)
+        agree = self._ints([local_frames, ready])
         dist.all_reduce(agree, group=self.groups.super)
         self._apply_now = int(agree[1]) == g
         return max(int(agree[0]), 1) / g
@@ -288,9 +293,9 @@ class DistributedStrategy(Strategy):
     def all_sum(self, values: list[float]) -> list[float]:
         import torch.distributed as dist
 
-        t = torch.tensor(values, dtype=torch.float64)
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
         dist.all_reduce(t)
-        return [float(v) for v in t]
+        return [float(v) for v in t.cpu()]
 
     def barrier(self) -> None:
         """Wait for every learner, as long as they are alive (the main one may be validating).

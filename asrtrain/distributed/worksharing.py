@@ -28,9 +28,10 @@ class WorkQueue:
     """The blocks of one epoch, claimed from the store by the super-learners."""
 
     def __init__(self, store: Any, layout: Layout, super_group: Any, num_blocks: int, epoch: int,
-                 seed: int = 0) -> None:
+                 seed: int = 0, device: str = "cpu") -> None:
         self.store, self.layout, self.super_group = store, layout, super_group
         self.num_blocks = num_blocks
+        self.device = device  # where the broadcast's tensor lives (NCCL: the GPU)
         self.order = block_order(num_blocks, epoch, seed)
         self.key = f"ws/{epoch}"
         self.claimed: list[int] = []
@@ -48,11 +49,11 @@ class WorkQueue:
             import torch
             import torch.distributed as dist
 
-            first = torch.zeros(1, dtype=torch.int64)
+            first = torch.zeros(1, dtype=torch.int64, device=self.device)
             if self.layout.member == 0:
                 first[0] = int(self.store.add(self.key, g)) - g
             dist.broadcast(first, src=self.layout.ranks_of(self.layout.super_id)[0], group=self.super_group)
-            pos = int(first[0]) + self.layout.member
+            pos = int(first.cpu()[0]) + self.layout.member
         if pos >= self.num_blocks:
             return None
         block = int(self.order[pos])

@@ -107,6 +107,11 @@ def test_straggler_does_not_slow_the_others(runs):
     assert max(fast) < 1.8 * STEP < slow
 
 
-def test_gossip_threads_end(runs):
-    for name in ("adpsgd-zero", "h-adpsgd", "straggler"):
-        assert not any(r["gossip_alive_after_close"] for r in runs[name]), name
+def test_gossip_threads_end_after_the_same_last_round(runs):
+    for name in ("adpsgd-zero", "random-zero", "h-adpsgd", "straggler"):
+        recs = runs[name]
+        assert not any(r["gossip_alive_after_close"] for r in recs), name
+        rounds = {r["epochs"][0]["rounds"] for r in recs}
+        assert len(rounds) == 1, (name, rounds)  # every learner ran to the agreed last round
+        # a round begins after a step: the last round is the most steps any learner took
+        assert rounds.pop() <= max(r["steps"] for r in recs)
