@@ -31,11 +31,14 @@ from asrtrain.cli.options import config_option, resolved_params
 @click.option("--lm-sentences", type=int, default=0, show_default=True,
               help="Limit lm_text to the train sentences plus this many unused ones (0: all "
                    "sentences not in dev/test; small limits keep test LMs and graphs small).")
+@click.option("--max-repeats", type=int, default=1, show_default=True,
+              help="Times a train sentence may be said (by different train speakers), for "
+                   "more hours than the ~87 h of distinct sentences; dev/test never repeat.")
 @click.option("--nj", type=int, default=2, show_default=True, help="Parallel jobs.")
 @click.pass_context
 def synth(ctx: click.Context, out: Path, hours: float, speakers: int, seed: int,
           sample_rate: str, noise_snr: str | None, reverb: float, dev_speakers: int,
-          test_speakers: int, voices: str, lm_sentences: int, nj: int, config: str | None) -> None:
+          test_speakers: int, voices: str, lm_sentences: int, max_repeats: int, nj: int, config: str | None) -> None:
     """Speak public-domain text (World English Bible, fortunes, Devil's Dictionary; fetched
     once from Debian) with espeak-ng voices into OUT/{train,dev,test} Kaldi data dirs, with
     per-frame phone alignments (ali.scp), a phone CTM, phones.txt, dict/ and lm_text.
@@ -48,7 +51,7 @@ def synth(ctx: click.Context, out: Path, hours: float, speakers: int, seed: int,
     config_ = SynthConfig(hours=hours, speakers=speakers, seed=seed,
                           sample_rate=int(sample_rate), noise_snr=parse_snr(noise_snr),
                           reverb=reverb, dev_speakers=dev_speakers, test_speakers=test_speakers,
-                          nj=nj, lm_sentences=lm_sentences, voices=tuple(v.strip() for v in voices.split(",") if v.strip()))
+                          nj=nj, lm_sentences=lm_sentences, max_repeats=max_repeats, voices=tuple(v.strip() for v in voices.split(",") if v.strip()))
     summary = make_corpus(out, config_, resolved_params(ctx))
     total = sum(summary.seconds.values()) / 3600
     click.echo(f"{out}: {total:.3f} hours, " + ", ".join(

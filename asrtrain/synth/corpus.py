@@ -58,6 +58,7 @@ class SynthConfig:
     test_speakers: int = 1
     nj: int = 2
     lm_sentences: int = 0
+    max_repeats: int = 1
     voices: tuple[str, ...] = BASE_VOICES
     sources: tuple[str, ...] = tuple(SOURCES)
     cache: Path | None = None
@@ -169,7 +170,8 @@ def make_corpus(out: Path, config: SynthConfig, params: dict[str, Any] | None = 
     rng = np.random.default_rng(config.seed)
     speakers = draw_speakers(config.speakers, rng, variants, config.voices)
     plan = make_plan(sentences, speakers, config.hours, config.dev_speakers,
-                     config.test_speakers, rng, config.noise_snr, config.reverb)
+                     config.test_speakers, rng, config.noise_snr, config.reverb,
+                     config.max_repeats)
     extra = {"espeak_ng": engine.version(), "synth": {**asdict(config), "cache": None}}
     with atomic_path(out) as tmp:
         with command_run("prepare-synth", tmp, params, extra_fingerprint=extra):

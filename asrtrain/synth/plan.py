@@ -1,8 +1,9 @@
 """The corpus plan: who says which sentence, drawn from the seed before any audio is made.
 
 Each speaker gets an equal share of the requested hours. Sentences are shuffled
-once and dealt out in order, each used at most once, so dev and test sentences
-never occur in train. Durations are estimated from the spoken characters and the
+once and dealt out in order, each used at most once (train sentences at most
+``--max-repeats`` times, by different speakers), so dev and test sentences never
+occur in train. Durations are estimated from the spoken characters and the
 speaker's rate (a fit to espeak-ng 1.51: within about 5% per sentence), so the
 corpus comes out close to the hours asked and a request the text cannot fill is
 refused before anything is synthesized.
@@ -72,36 +73,80 @@ def split_speakers(speakers: list[Speaker], dev: int, test: int) -> dict[str, li
             "test": speakers[n_train + dev:]}
 
 
+def available_hours(sentences: list[Sentence], n_train: int, n_held: int,
+                    max_repeats: int = 1) -> float:
+    """Most hours the text gives when train sentences may be said ``max_repeats`` times.
+
+    Every speaker gets an equal share; held-out (dev, test) sentences are said once
+    and never in train, so with ``K`` repeats: H * n_train / S <= K * (C - H * n_held / S).
+    """
+    total = n_train + n_held
+    return capacity_hours(sentences) * max_repeats * total / (n_train + max_repeats * n_held)
+
+
+class _Dealer:
+    """Sentence indices in the seeded order; further passes (for repeats) reshuffle the
+    sentences that were not held out."""
+
+    def __init__(self, order: list[int], passes: int, rng: np.random.Generator) -> None:
+        self.order, self.queue, self.pos = order, list(order), 0
+        self.passes_left, self.rng = passes - 1, rng
+        self.held: set[int] = set()
+
+    def next(self) -> int | None:
+        if self.pos >= len(self.queue):
+            pool = [i for i in self.order if i not in self.held]
+            if self.passes_left <= 0 or not pool:
+                return None
+            self.passes_left -= 1
+            self.queue, self.pos = [pool[j] for j in self.rng.permutation(len(pool))], 0
+        self.pos += 1
+        return self.queue[self.pos - 1]
+
+
 def make_plan(sentences: list[Sentence], speakers: list[Speaker], hours: float, dev: int,
               test: int, rng: np.random.Generator, noise_snr: tuple[float, float] | None,
-              reverb: float) -> Plan:
-    """Deal sentences to speakers until each has ``hours / len(speakers)`` of speech."""
-    available = capacity_hours(sentences)
+              reverb: float, max_repeats: int = 1) -> Plan:
+    """Deal sentences to speakers until each has ``hours / len(speakers)`` of speech.
+
+    Dev and test speakers are served first, each sentence once; train speakers then
+    take the rest, a sentence at most ``max_repeats`` times in all and never twice
+    by one speaker.
+    """
+    if max_repeats < 1:
+        raise ConfigError(f"--max-repeats must be at least 1, got {max_repeats}")
+    plan = Plan(split_speakers(speakers, dev, test))
+    n_train = len(plan.splits["train"])
+    available = available_hours(sentences, n_train, dev + test, max_repeats)
+    hint = ("" if max_repeats > 1 else " (or let several train speakers say a sentence: "
+            "--max-repeats)")
     if hours > available:
         raise ConfigError(f"--hours {hours:g} is more than the text gives without repeating a "
-                          f"sentence: about {available:.1f} hours can be had from "
-                          f"{len(sentences)} sentences")
-    plan = Plan(split_speakers(speakers, dev, test))
-    order = rng.permutation(len(sentences))
-    plan.order = [int(i) for i in order]
+                          f"sentence more than {max_repeats} time(s): about {available:.1f} hours "
+                          f"can be had from {len(sentences)} sentences{hint}")
+    plan.order = [int(i) for i in rng.permutation(len(sentences))]
+    dealer = _Dealer(plan.order, max_repeats, rng)
     budget = hours * 3600 / len(speakers)
-    cursor = 0
-    for split in SPLITS:
+    for split in ("dev", "test", "train"):
         for speaker in plan.splits[split]:
-            spent, index = 0.0, 0
+            said: set[int] = set()
+            spent = 0.0
             while spent < budget:
-                if cursor >= len(order):
+                index = dealer.next()
+                if index is None:
                     raise ConfigError(f"--hours {hours:g}: the text ran out of sentences at "
                                       f"about {plan.estimated_seconds / 3600:.1f} hours; ask for "
-                                      f"less (about {available:.1f} hours can be had)")
-                sentence = sentences[int(order[cursor])]
-                cursor += 1
-                index += 1
-                seconds = estimate_seconds(sentence, speaker.rate)
+                                      f"less (about {available:.1f} hours can be had){hint}")
+                if index in said:
+                    continue
+                said.add(index)
+                if split != "train":
+                    dealer.held.add(index)
+                seconds = estimate_seconds(sentences[index], speaker.rate)
                 spent += seconds
                 plan.estimated_seconds += seconds
-                plan.utterances.append(_utterance(split, speaker, index, sentence, rng,
-                                                  noise_snr, reverb))
+                plan.utterances.append(_utterance(split, speaker, len(said), sentences[index],
+                                                  rng, noise_snr, reverb))
     plan.utterances.sort(key=lambda u: u.utt_id)
     return plan
 

@@ -72,3 +72,21 @@ def test_lm_text_excludes_dev_and_test() -> None:
 def test_speakers_must_leave_a_training_speaker() -> None:
     with pytest.raises(ConfigError, match="leaves no training speaker"):
         make_plan(sentences(100), speakers(2), 0.01, 1, 1, np.random.default_rng(0), None, 0.0)
+
+
+def test_repeats_reuse_train_sentences_only() -> None:
+    from collections import Counter
+
+    text = sentences(200)
+    hours = capacity_hours(text) * 1.8  # 6 speakers, 2 held out, 4 repeats: up to 2.0x
+    with pytest.raises(ConfigError, match="--max-repeats"):
+        make_plan(text, speakers(6), hours, 1, 1, np.random.default_rng(0), None, 0.0)
+    p = make_plan(text, speakers(6), hours, 1, 1, np.random.default_rng(0), None, 0.0,
+                  max_repeats=4)
+    train = Counter(u.sentence.words for u in p.utterances if u.split == "train")
+    held = [u.sentence.words for u in p.utterances if u.split != "train"]
+    assert max(train.values()) <= 4 and max(train.values()) >= 2
+    assert len(held) == len(set(held)) and not set(held) & set(train)
+    per_speaker = Counter((u.speaker.spk_id, u.sentence.words) for u in p.utterances)
+    assert max(per_speaker.values()) == 1  # nobody says a sentence twice
+    assert abs(p.estimated_seconds / 3600 - hours) / hours < 0.05
