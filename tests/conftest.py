@@ -54,7 +54,19 @@ def cached_corpus(name: str, params: dict) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / "summary.json").is_file():
             make_corpus(out, SynthConfig(nj=2, **params), params={"test_fixture": name, **params})
+            _prune(root, name, keep=out)
     return out
+
+
+def _prune(root: Path, name: str, keep: Path, age: float = 3600.0) -> None:
+    """Remove this fixture's corpora built by older code (untouched for an hour)."""
+    import shutil
+    import time
+
+    for old in root.glob(f"{name}-*"):
+        if old.is_dir() and old != keep and time.time() - old.stat().st_mtime > age:
+            shutil.rmtree(old, ignore_errors=True)
+            old.with_name(old.name + ".lock").unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

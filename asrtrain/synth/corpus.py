@@ -264,15 +264,26 @@ def _write_split(directory: Path, final: Path, utts: list[Utterance],
     write_table(directory / "utt2dur", {
         u.utt_id: f"{rendered[u.utt_id].num_samples / sample_rate:.4f}" for u in utts})
     write_table(directory / "spk2gender", {u.speaker.spk_id: u.speaker.gender for u in utts})
-    labels = {u.utt_id: frame_labels(rendered[u.utt_id].segments, rendered[u.utt_id].num_samples,
-                                     sample_rate, ids) for u in utts}
-    kaldiio.save_ark(str(directory / "ali.ark"), labels, scp=str(directory / "ali.scp"))
-    scp = (directory / "ali.scp").read_text(encoding="utf-8")
-    write_text(directory / "ali.scp", scp.replace(str(directory / "ali.ark"),
-                                                  str(final / "ali.ark")))
-    lines = [line for u in utts for line in ctm_lines(u.utt_id, rendered[u.utt_id].segments,
-                                                      sample_rate)]
-    write_text(directory / "phone.ctm", "".join(line + "\n" for line in lines))
+    _write_alignments(directory, final, utts, rendered, sample_rate, ids)
+
+
+def _write_alignments(directory: Path, final: Path, utts: list[Utterance],
+                      rendered: dict[str, Rendered], sample_rate: int,
+                      ids: dict[str, int]) -> None:
+    """ali.ark/ali.scp (a phone id per frame) and phone.ctm, streamed one utterance at a time.
+
+    The scp names the ark at its final place (under OUT, after the rename).
+    """
+    ark, scp = directory / "ali.ark", directory / "ali.scp"
+    with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}") as writer, \
+            open(directory / "phone.ctm", "w", encoding="utf-8") as ctm:
+        for u in utts:
+            result = rendered[u.utt_id]
+            segments = result.segments
+            writer(u.utt_id, frame_labels(segments, result.num_samples, sample_rate, ids))
+            ctm.writelines(line + "\n" for line in ctm_lines(u.utt_id, segments, sample_rate))
+    text = scp.read_text(encoding="utf-8")
+    write_text(scp, text.replace(f" {ark}:", f" {final / 'ali.ark'}:"))
 
 
 def _write_lexicon(directory: Path, plan: Plan, rendered: dict[str, Rendered],
