@@ -140,6 +140,7 @@ class FmllrResult:
     frames: int
     loglikes: list[float] = field(default_factory=list)  # per frame, before each iteration and after
     aux: list[tuple[float, float]] = field(default_factory=list)  # Q before/after each M-step
+    mean: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # mean frame, unadapted
 
 
 def choose_kind(frames: int, min_full: int, min_diag: int, min_bias: int) -> str:
@@ -158,7 +159,7 @@ def estimate(gmm: DiagGMM, x: torch.Tensor, iters: int = 5, passes: int = 10,
         raise ValueError(f"frames of dim {x.shape[1]} against a GMM of dim {gmm.dim}")
     kind = choose_kind(x.shape[0], min_full, min_diag, min_bias)
     w = identity(gmm.dim)
-    result = FmllrResult(w, kind, int(x.shape[0]))
+    result = FmllrResult(w, kind, int(x.shape[0]), mean=x.to(torch.float64).mean(0))
     for _ in range(iters if kind != "none" else 0):
         stats = accumulate(gmm, x, w)
         result.loglikes.append((stats.loglike + stats.beta * log_abs_det(w[:, :-1])) / stats.beta)
@@ -202,11 +203,13 @@ class _Source:
 def prepare_fmllr(data: Path, out: Path, lda_dim: int = 40, context: int = 4,
                   gmm_components: int = 256, gmm_iters: int = 10, ali: Path | None = None,
                   model_dir: Path | None = None, iters: int = 5, passes: int = 10,
-                  min_full: int = 400, min_diag: int = 100, max_frames: int = 500_000) -> dict:
+                  min_full: int = 400, min_diag: int = 100, max_frames: int = 500_000,
+                  sat_iters: int = 1) -> dict:
     """Estimate (or load) LDA and GMM on DATA, fMLLR per speaker, write adapted features.
 
     Stages: ``lda`` (``OUT/lda.mat``, from the alignments ``ali``), ``gmm``
-    (``OUT/gmm/gmm.npz``), ``trans`` (``OUT/trans.scp``, ``OUT/trans.summary.json``),
+    (``OUT/gmm/gmm.npz``, speaker-independent, then refined by ``sat_iters`` rounds of
+    speaker-adaptive training), ``trans`` (``OUT/trans.scp``, ``OUT/trans.summary.json``),
     ``feats`` (``OUT/feats.scp`` and the data-dir files). With ``model_dir`` the
     LDA and GMM of an earlier run are used as they are (dev and test).
     """
@@ -223,6 +226,7 @@ def prepare_fmllr(data: Path, out: Path, lda_dim: int = 40, context: int = 4,
     src = _Source(scp, table, utts, speakers_of(data, utts), dim, context)
     spliced_dim = (2 * context + 1) * dim
     stages = Stages(out)
+    trans_params = {"iters": iters, "passes": passes, "min_full": min_full, "min_diag": min_diag}
     if model_dir is not None:
         model_dir = Path(model_dir)
         src.lda = torch.from_numpy(load_lda(model_dir / "lda.mat", spliced_dim, lda_dim))
@@ -240,13 +244,13 @@ def prepare_fmllr(data: Path, out: Path, lda_dim: int = 40, context: int = 4,
             _estimate_lda(src, Path(ali), lda_dim, out / "lda.mat")
             stages.finish("lda", lda_params)
         src.lda = torch.from_numpy(load_lda(out / "lda.mat", spliced_dim, lda_dim))
-        gmm_params = {"components": gmm_components, "iters": gmm_iters, "max_frames": max_frames}
+        gmm_params = {"components": gmm_components, "iters": gmm_iters, "max_frames": max_frames,
+                      "sat_iters": sat_iters}
         if not stages.done("gmm", gmm_params, [out / "gmm" / "gmm.npz"]):
-            _train_global_gmm(src, gmm_components, gmm_iters, max_frames, out / "gmm" / "gmm.npz")
+            _train_global_gmm(src, gmm_params, trans_params, out / "gmm" / "gmm.npz")
             stages.finish("gmm", gmm_params)
         gmm = DiagGMM.load(out / "gmm" / "gmm.npz")
         _check_gmm(gmm, lda_dim, out)
-    trans_params = {"iters": iters, "passes": passes, "min_full": min_full, "min_diag": min_diag}
     if stages.done("trans", trans_params, [out / "trans.scp", out / "trans.summary.json"]):
         summary = _read_summary(out / "trans.summary.json")
     else:
@@ -306,49 +310,70 @@ def _estimate_lda(src: _Source, ali: Path, lda_dim: int, path: Path) -> None:
     save_lda(path, matrix)
 
 
-def _train_global_gmm(src: _Source, components: int, iters: int, max_frames: int,
+def _train_global_gmm(src: _Source, params: dict[str, Any], fmllr_params: dict[str, Any],
                       path: Path) -> None:
-    from asrtrain.adapt.gmm import em_iterations, subsample_frames, train_gmm
+    """The speaker-independent GMM, then ``sat_iters`` rounds of speaker-adaptive training:
+    transforms against the current GMM, EM on the adapted frames."""
+    from asrtrain.adapt.gmm import em_iterations, refine_gmm, subsample_frames, train_gmm
     from asrtrain.core.progress import Progress
 
-    frames, seen = subsample_frames((src.projected(u).numpy() for u in src.utts), max_frames)
+    frames, seen = subsample_frames((src.projected(u).numpy() for u in src.utts),
+                                    params["max_frames"])
     log.info("global GMM: %d of %d frames", frames.shape[0], seen)
-    with Progress("global GMM (EM iterations)", em_iterations(components, iters)) as bar:
-        gmm = train_gmm(frames, components, iters, progress=bar)
+    total = em_iterations(params["components"], params["iters"])
+    with Progress("global GMM (EM iterations)", total) as bar:
+        gmm = train_gmm(frames, params["components"], params["iters"], progress=bar)
+    for sat in range(params["sat_iters"]):
+        results = _estimate_all(src, gmm, fmllr_params, f"SAT {sat + 1}: fMLLR transforms",
+                                quiet=True)
+        utt2spk = {u: s for s, us in src.spk2utt.items() for u in us}
+        adapted = (apply_transform(results[utt2spk[u]].transform, src.projected(u)).numpy()
+                   for u in src.utts)
+        frames, _ = subsample_frames(adapted, params["max_frames"])
+        with Progress(f"SAT {sat + 1}: GMM on adapted frames", params["iters"]) as bar:
+            gmm = refine_gmm(gmm, frames, params["iters"], progress=bar)
+        log.info("SAT iteration %d: log-likelihood per frame of the adapted frames %.4f",
+                 sat + 1, gmm.meta["loglike_per_frame"])
+    gmm.meta["sat_iters"] = params["sat_iters"]
     gmm.save(path)
 
 
-def _estimate_transforms(src: _Source, gmm: DiagGMM, out: Path, params: dict) -> dict:
+def _estimate_all(src: _Source, gmm: DiagGMM, params: dict[str, Any], description: str,
+                  quiet: bool = False) -> dict[str, FmllrResult]:
+    """Every speaker's transform against ``gmm`` (fallbacks logged unless ``quiet``)."""
+    from asrtrain.core.progress import Progress
+
+    results: dict[str, FmllrResult] = {}
+    with Progress(description, len(src.spk2utt), unit=" speakers") as bar:
+        for spk, utts in src.spk2utt.items():
+            x = torch.cat([src.projected(u) for u in utts])
+            res = estimate(gmm, x, params["iters"], params["passes"], params["min_full"],
+                           params["min_diag"])
+            if res.kind != "full" and not quiet:
+                log.warning("speaker %s has %d frames: %s transform instead of a full one",
+                            spk, res.frames, {"diag": "a diagonal", "bias": "a bias-only",
+                                              "none": "no"}[res.kind])
+            results[spk] = res
+            bar.advance(1, loglike=res.loglikes[-1])
+    return results
+
+
+def _estimate_transforms(src: _Source, gmm: DiagGMM, out: Path, params: dict[str, Any]) -> dict:
     """A transform per speaker; figures before and after adaptation into the summary."""
     import json
 
     from asrtrain.adapt.gmm import write_matrices
     from asrtrain.core.atomic import write_text
-    from asrtrain.core.progress import Progress
 
-    per_speaker: dict[str, dict] = {}
-    transforms: dict[str, torch.Tensor] = {}
-    means_before, means_after = [], []
-    with Progress("fMLLR transforms", len(src.spk2utt), unit=" speakers") as bar:
-        for spk, utts in src.spk2utt.items():
-            x = torch.cat([src.projected(u) for u in utts])
-            res = estimate(gmm, x, params["iters"], params["passes"], params["min_full"],
-                           params["min_diag"])
-            if res.kind != "full":
-                log.warning("speaker %s has %d frames: %s transform instead of a full one",
-                            spk, res.frames, {"diag": "a diagonal", "bias": "a bias-only",
-                                              "none": "no"}[res.kind])
-            transforms[spk] = res.transform
-            mean = x.to(torch.float64).mean(0)
-            means_before.append(mean)
-            means_after.append(apply_transform(res.transform, mean[None])[0])
-            per_speaker[spk] = {"frames": res.frames, "kind": res.kind,
-                                "loglike_before": res.loglikes[0], "loglike_after": res.loglikes[-1],
-                                "loglikes": res.loglikes, "aux": res.aux}
-            bar.advance(1, loglike=res.loglikes[-1])
-    summary = _summarise(per_speaker, torch.stack(means_before), torch.stack(means_after))
+    results = _estimate_all(src, gmm, params, "fMLLR transforms")
+    per_speaker = {spk: {"frames": r.frames, "kind": r.kind, "loglike_before": r.loglikes[0],
+                         "loglike_after": r.loglikes[-1], "loglikes": r.loglikes, "aux": r.aux}
+                   for spk, r in results.items()}
+    before = torch.stack([r.mean for r in results.values()])
+    after = torch.stack([apply_transform(r.transform, r.mean[None])[0] for r in results.values()])
+    summary = _summarise(per_speaker, before, after)
     write_text(out / "trans.summary.json", json.dumps(summary, indent=1) + "\n")
-    write_matrices(out / "trans.scp", ((s, w.numpy()) for s, w in transforms.items()))
+    write_matrices(out / "trans.scp", ((s, r.transform.numpy()) for s, r in results.items()))
     return summary
 
 

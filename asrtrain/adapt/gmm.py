@@ -188,32 +188,52 @@ def train_gmm(frames: torch.Tensor, num_components: int, iters: int = 10,
     n, d = x.shape
     if n < 2 * num_components:
         raise InputError(f"{n} frames cannot train {num_components} Gaussians "
-                         f"(need at least {2 * num_components})")
+                         f"(need at least {2 * num_components}; ask for fewer components)")
+    floor, min_occ = _floors(x, var_floor_ratio)
     mean = x.mean(0)
-    var = ((x - mean) ** 2).mean(0).clamp_min(1e-10)
-    floor = var_floor_ratio * var
-    min_occ = max(2.0, 0.1 * d)
-    gmm = DiagGMM(torch.ones(1, dtype=torch.float64), mean[None].clone(), var[None].clone())
-    iteration = 0
-    while True:
-        final = gmm.num_components >= num_components
-        for _ in range(iters if final else iters_per_split):
-            stats = accumulate(gmm, x)
-            gmm, reseeded = maximize(stats, floor, min_occ, gmm)
-            iteration += 1
-            log.debug("GMM %d components, iteration %d: log-likelihood per frame %.4f%s",
-                      gmm.num_components, iteration, stats.loglike / n,
-                      f", {reseeded} re-seeded" if reseeded else "")
-            if progress is not None:
-                progress.advance(1, components=gmm.num_components,
-                                 loglike=stats.loglike / n)
-        if final:
-            break
+    gmm = DiagGMM(torch.ones(1, dtype=torch.float64), mean[None].clone(),
+                  ((x - mean) ** 2).mean(0).clamp_min(1e-10)[None])
+    done = 0
+    while gmm.num_components < num_components:
+        gmm, _ = _em(gmm, x, iters_per_split, floor, min_occ, progress)
+        done += iters_per_split
         gmm = split(gmm, num_components)
-    gmm.meta = {"frames": n, "loglike_per_frame": stats.loglike / n, "em_iterations": iteration}
+    gmm, loglike = _em(gmm, x, iters, floor, min_occ, progress)
+    gmm.meta = {"frames": n, "loglike_per_frame": loglike, "em_iterations": done + iters}
     log.info("trained a %d-component diagonal GMM on %d frames of dim %d: "
-             "log-likelihood per frame %.4f", gmm.num_components, n, d, stats.loglike / n)
+             "log-likelihood per frame %.4f", gmm.num_components, n, d, loglike)
     return gmm
+
+
+def refine_gmm(gmm: DiagGMM, frames: torch.Tensor, iters: int, var_floor_ratio: float = 0.01,
+               progress: Any = None) -> DiagGMM:
+    """More EM iterations at the same size, e.g. on speaker-adapted frames (SAT)."""
+    x = frames.to(torch.float64)
+    floor, min_occ = _floors(x, var_floor_ratio)
+    gmm, loglike = _em(gmm, x, iters, floor, min_occ, progress)
+    gmm.meta = {"frames": int(x.shape[0]), "loglike_per_frame": loglike, "em_iterations": iters}
+    return gmm
+
+
+def _floors(x: torch.Tensor, var_floor_ratio: float) -> tuple[torch.Tensor, float]:
+    """Variance floor (relative to the global variance) and minimum occupancy."""
+    var = ((x - x.mean(0)) ** 2).mean(0).clamp_min(1e-10)
+    return var_floor_ratio * var, max(2.0, 0.1 * x.shape[1])
+
+
+def _em(gmm: DiagGMM, x: torch.Tensor, iters: int, floor: torch.Tensor, min_occ: float,
+        progress: Any) -> tuple[DiagGMM, float]:
+    """``iters`` EM iterations; returns the GMM and the last E-step's log-likelihood per frame."""
+    loglike = float("nan")
+    for _ in range(iters):
+        stats = accumulate(gmm, x)
+        gmm, reseeded = maximize(stats, floor, min_occ, gmm)
+        loglike = stats.loglike / x.shape[0]
+        log.debug("GMM of %d components: log-likelihood per frame %.4f%s", gmm.num_components,
+                  loglike, f", {reseeded} re-seeded" if reseeded else "")
+        if progress is not None:
+            progress.advance(1, components=gmm.num_components, loglike=loglike)
+    return gmm, loglike
 
 
 def em_iterations(num_components: int, iters: int, iters_per_split: int = 2) -> int:

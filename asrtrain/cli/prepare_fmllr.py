@@ -33,13 +33,16 @@ from asrtrain.cli.options import config_option, resolved_params
               help="Fewer frames for a speaker: a diagonal transform instead of a full one.")
 @click.option("--min-frames-diag", type=click.IntRange(min=1), default=100, show_default=True,
               help="Fewer frames for a speaker: a bias-only transform.")
+@click.option("--sat-iters", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Rounds of speaker-adaptive training of the GMM (transforms, then EM on "
+              "the adapted frames); 0: a speaker-independent GMM.")
 @click.option("--max-frames", type=click.IntRange(min=1000), default=500_000, show_default=True,
               help="Frames (evenly subsampled) to train the GMM on.")
 @click.pass_context
 def fmllr(ctx: click.Context, data: Path, out: Path, lda_dim: int, splice: int,
           gmm_components: int, gmm_iters: int, ali: Path | None, model: Path | None, iters: int,
           passes: int, min_frames_full: int, min_frames_diag: int, max_frames: int,
-          config: str | None) -> None:
+          sat_iters: int, config: str | None) -> None:
     """fMLLR speaker-adapted features (splice, LDA, global GMM, a transform per speaker).
 
     DATA is a data dir with MFCC feats.scp and utt2spk. OUT becomes a data dir of the
@@ -53,4 +56,5 @@ def fmllr(ctx: click.Context, data: Path, out: Path, lda_dim: int, splice: int,
     with command_run("prepare-fmllr", out, resolved_params(ctx)):
         prepare_fmllr(data, out, lda_dim=lda_dim, context=splice, gmm_components=gmm_components,
                       gmm_iters=gmm_iters, ali=ali, model_dir=model, iters=iters, passes=passes,
-                      min_full=min_frames_full, min_diag=min_frames_diag, max_frames=max_frames)
+                      min_full=min_frames_full, min_diag=min_frames_diag, max_frames=max_frames,
+                      sat_iters=sat_iters)

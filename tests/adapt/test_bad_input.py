@@ -16,7 +16,7 @@ def invoke(*args: object):
 
 
 SMALL = ["--lda-dim", "6", "--splice", "1", "--gmm-components", "4", "--gmm-iters", "2",
-         "--iters", "2"]
+         "--iters", "2", "--sat-iters", "0"]
 
 
 def test_missing_features_say_what_to_run(tmp_path) -> None:

@@ -92,7 +92,7 @@ def test_adapted_streams_fuse_with_logmel(corpus_mfcc, tmp_path) -> None:
 
     corpus, mfcc = corpus_mfcc
     invoke("prepare", "fmllr", mfcc, tmp_path / "fm", "--ali", corpus / "train" / "ali.scp",
-           "--gmm-components", "8", "--iters", "2")
+           "--gmm-components", "8", "--iters", "2", "--sat-iters", "0")
     invoke("prepare", "ivectors", mfcc, tmp_path / "iv", "--ubm-components", "8", "--dim", "10",
            "--iters", "2", "--online", "--period", "10")
     invoke("prepare", "features", corpus / "train", tmp_path / "logmel", "--deltas", "--nj", "1")
