@@ -332,7 +332,8 @@ def _train_global_gmm(src: _Source, params: dict[str, Any], fmllr_params: dict[s
         frames, _ = subsample_frames(adapted, params["max_frames"])
         with Progress(f"SAT {sat + 1}: GMM on adapted frames", params["iters"]) as bar:
             gmm = refine_gmm(gmm, frames, params["iters"], progress=bar)
-        log.info("SAT iteration %d: log-likelihood per frame of the adapted frames %.4f",
+        log.info("SAT iteration %d: log-likelihood per frame of the adapted frames %.4f "
+                 "(without the Jacobian)",
                  sat + 1, gmm.meta["loglike_per_frame"])
     gmm.meta["sat_iters"] = params["sat_iters"]
     gmm.save(path)
