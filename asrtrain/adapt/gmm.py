@@ -323,6 +323,7 @@ def write_matrices(scp: Path, items: Iterable[tuple[str, np.ndarray]]) -> int:
 
     ark = (scp.parent / "data" / f"{scp.stem}.ark").resolve()
     ark.parent.mkdir(parents=True, exist_ok=True)
+    scp.unlink(missing_ok=True)  # an old scp must not point into the ark being rewritten
     count = 0
     with atomic_path(scp) as tmp:
         with kaldiio.WriteHelper(f"ark,scp:{ark},{tmp}") as writer:
