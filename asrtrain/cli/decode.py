@@ -40,7 +40,8 @@ def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, 
     """
     from asrtrain.core.errors import InputError
     from asrtrain.core.runlog import command_run
-    from asrtrain.decode.decoder import DecodeConfig, decode as run_decode, parse_lmwt
+    from asrtrain.decode.decoder import DecodeConfig, parse_lmwt
+    from asrtrain.decode.decoder import decode as run_decode
 
     none = Path("-")
     if oracle is None:

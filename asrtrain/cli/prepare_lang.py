@@ -24,9 +24,13 @@ from asrtrain.cli.options import config_option, resolved_params
                    "value repeats): pruned n-grams leave their mass to the back-off.")
 @click.option("--states", type=click.IntRange(1, 5), default=3, show_default=True,
               help="HMM states per phone (left to right).")
+@click.option("--pron-min-count", type=click.IntRange(0), default=1, show_default=True,
+              help="Add in-context pronunciations seen this often in the training alignments "
+                   "to the lexicon (0: the dict's pronunciations only).")
 @click.pass_context
 def lang(ctx: click.Context, dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order: int,
-         num_pdfs: int, min_count: str, states: int, config: str | None) -> None:
+         num_pdfs: int, min_count: str, states: int, pron_min_count: int,
+         config: str | None) -> None:
     """Build the lang directory and the decoding graph OUT/graph/HCLG.fst.
 
     DICT_DIR is a Kaldi dict dir (lexicon.txt, silence/nonsilence phones), LM_TEXT one
@@ -40,10 +44,12 @@ def lang(ctx: click.Context, dict_dir: Path, lm_text: Path, ali_dir: Path, out: 
 
     with command_run("prepare-lang", out, resolved_params(ctx)):
         figures = prepare_lang(dict_dir, lm_text, ali_dir, out, order=order, num_pdfs=num_pdfs,
-                               min_count=min_count, states=states)
+                               min_count=min_count, states=states,
+                               pron_min_count=pron_min_count)
     hclg = figures["sizes"]["HCLG"]
     ppl = figures.get("dev_perplexity")
-    click.echo(f"{out}: {figures['words']} words, {figures['num_pdfs']} pdfs (tree "
+    click.echo(f"{out}: {figures['words']} words ({figures.get('pron_variants', 0)} learned "
+               f"pronunciation variants), {figures['num_pdfs']} pdfs (tree "
                f"{figures['tree_id']}), LM n-grams {figures['ngrams']}"
                + (f", dev perplexity {ppl:.1f}" if ppl else "")
                + f"; HCLG {hclg[0]} states {hclg[1]} arcs")

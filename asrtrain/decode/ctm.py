@@ -117,6 +117,6 @@ def ctm_lines(utt: str, path: BestPath, words: dict[int, str], pdf_info: list[tu
     if spans is None:  # fall back on the label positions
         starts = path.word_frames
         ends = starts[1:] + [len(path.pdfs)]
-        spans = [(s, max(e - s, 1)) for s, e in zip(starts, ends)]
+        spans = [(s, max(e - s, 1)) for s, e in zip(starts, ends, strict=True)]
     return [f"{utt} 1 {s * FRAME_SHIFT:.2f} {d * FRAME_SHIFT:.2f} {w}"
-            for w, (s, d) in zip(names, spans)]
+            for w, (s, d) in zip(names, spans, strict=True)]

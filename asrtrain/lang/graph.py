@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asrtrain.lang.fstio import Arcs, to_arcs, to_vector_fst, write_const
+from asrtrain.lang.fstio import Arcs, to_arcs, to_vector_fst
 from asrtrain.lang.tree import ContextTree
 
 log = logging.getLogger("asrtrain.lang.graph")
@@ -67,34 +67,39 @@ def add_self_loops(arcs: Arcs, self_loop: np.ndarray, scale: float = SELF_LOOP_S
 
     ``self_loop[pdf]`` is the loop probability; the loop costs −scale·ln p and every way
     out of the state (arcs and final weight) gains −scale·ln(1−p), as Kaldi's
-    ``add-self-loops`` with ``--self-loop-scale``.
+    ``add-self-loops`` with ``--self-loop-scale``. A state is "entered by" the input
+    label of its incoming arcs (0: epsilon, and the start state); each further label
+    gets a copy of the state with the same arcs out.
     """
-    n_states = arcs.num_states
-    cls_of_state = np.full(n_states, -1, dtype=np.int64)   # -1: not entered yet
-    cls_of_state[arcs.start] = 0
-    copy: dict[tuple[int, int], int] = {}
-    for d, c in zip(arcs.dst.tolist(), arcs.il.tolist()):
-        have = cls_of_state[d]
-        if have == -1:
-            cls_of_state[d] = c
-        elif have != c and (d, c) not in copy:
-            copy[(d, c)] = n_states
-            n_states += 1
-    new_dst = np.array([copy.get((d, c), d) for d, c in zip(arcs.dst.tolist(), arcs.il.tolist())],
-                       dtype=np.int64)
-    cls = np.concatenate([np.maximum(cls_of_state, 0), np.zeros(len(copy), dtype=np.int64)])
-    parts = [(arcs.src, new_dst, arcs.il, arcs.ol, arcs.w)]
+    n = arcs.num_states
+    width = int(max(arcs.il.max(initial=0), 0)) + 1
+    keys = np.concatenate([arcs.dst * width + arcs.il, [arcs.start * width]])
+    pairs, inverse = np.unique(keys, return_inverse=True)
+    state, label = pairs // width, pairs % width
+    first = np.searchsorted(state, state)              # index of the state's first pair
+    rank = np.arange(pairs.size) - first
+    extra = rank > 0
+    target = state.copy()
+    target[extra] = n + np.arange(int(extra.sum()))    # copies get new ids
+    new_dst = target[inverse[:-1]]
+    cls = np.zeros(n + int(extra.sum()), dtype=np.int64)
+    cls[target] = label
+    # copies take their original's arcs out and final weight
+    orig = state[extra]
+    by_src = np.argsort(arcs.src, kind="stable")
+    bounds = np.searchsorted(arcs.src[by_src], np.arange(n + 1))
+    lens = bounds[orig + 1] - bounds[orig]
+    offsets = np.repeat(bounds[orig] - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+    idx = by_src[offsets + np.arange(int(lens.sum()))]
+    src = np.concatenate([arcs.src, np.repeat(target[extra], lens)])
+    dst = np.concatenate([new_dst, new_dst[idx]])
+    il = np.concatenate([arcs.il, arcs.il[idx]])
+    ol = np.concatenate([arcs.ol, arcs.ol[idx]])
+    w = np.concatenate([arcs.w, arcs.w[idx]])
     finals = dict(arcs.finals)
-    if copy:
-        by_src = np.argsort(arcs.src, kind="stable")
-        bounds = np.searchsorted(arcs.src[by_src], np.arange(cls_of_state.size + 1))
-        for (q, c), new in copy.items():
-            cls[new] = c
-            idx = by_src[bounds[q]:bounds[q + 1]]
-            parts.append((np.full(idx.size, new), new_dst[idx], arcs.il[idx], arcs.ol[idx], arcs.w[idx]))
-            if q in finals:
-                finals[new] = finals[q]
-    src, dst, il, ol, w = (np.concatenate(x) for x in zip(*parts))
+    for q, copy in zip(orig.tolist(), target[extra].tolist(), strict=True):
+        if q in finals:
+            finals[copy] = finals[q]
     pdf = cls - 1
     has_loop = pdf >= 0
     p = np.where(has_loop, self_loop[np.maximum(pdf, 0)], 0.0)
@@ -106,7 +111,7 @@ def add_self_loops(arcs: Arcs, self_loop: np.ndarray, scale: float = SELF_LOOP_S
     return Arcs(src=np.concatenate([src, loops]), dst=np.concatenate([dst, loops]),
                 il=np.concatenate([il, cls[loops]]), ol=np.concatenate([ol, np.zeros_like(loops)]),
                 w=np.concatenate([w, loop_cost[loops]]), finals=finals, start=arcs.start,
-                num_states=n_states)
+                num_states=cls.size)
 
 
 def size(fst) -> tuple[int, int]:

@@ -21,7 +21,7 @@ import numpy as np
 PRIOR = {"self": 1.0, "next": 1.0, "early_exit": 0.05, "exit": 1.0}
 
 
-Alignment = Union[np.ndarray, tuple[np.ndarray, Sequence[int]]]
+Alignment = Union[np.ndarray, tuple[np.ndarray, Sequence[int]]]  # noqa: UP007 (an alias)
 
 
 def segments(ali: np.ndarray, cuts: Sequence[int] = ()) -> list[tuple[int, int, int]]:
@@ -38,7 +38,7 @@ def segments(ali: np.ndarray, cuts: Sequence[int] = ()) -> list[tuple[int, int, 
     extra = np.asarray([c for c in cuts if 0 < c < ali.size], dtype=np.int64)
     starts = np.union1d(np.concatenate(([0], change)), extra)
     ends = np.concatenate((starts[1:], [ali.size]))
-    return [(int(ali[s]), int(s), int(e - s)) for s, e in zip(starts, ends)]
+    return [(int(ali[s]), int(s), int(e - s)) for s, e in zip(starts, ends, strict=True)]
 
 
 def unpack(item: Alignment) -> tuple[np.ndarray, Sequence[int]]:

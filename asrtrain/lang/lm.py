@@ -62,7 +62,7 @@ def parse_min_count(spec: str | Sequence[int] | None, order: int) -> list[int]:
     values = (values + [values[-1]] * order)[:order]
     if values[0] != 1:
         raise ConfigError("--min-count: unigrams cannot be pruned (the first value must be 1)")
-    if any(b < a for a, b in zip(values, values[1:])) or min(values) < 1:
+    if any(b < a for a, b in zip(values, values[1:], strict=False)) or min(values) < 1:
         raise ConfigError(f"--min-count {spec}: cutoffs must be >= 1 and non-decreasing by order")
     return values
 

@@ -19,8 +19,16 @@ from asrtrain.core.errors import InputError
 from asrtrain.lang import graph as graphs
 from asrtrain.lang.fstio import write_const
 from asrtrain.lang.hmm import estimate_topology
-from asrtrain.lang.lexicon import (UNK, align_lexicon_text, lexicon_fst, phone_table, read_dict_dir,
-                                   read_symbols, word_table, write_symbols)
+from asrtrain.lang.lexicon import (
+    UNK,
+    align_lexicon_text,
+    lexicon_fst,
+    phone_table,
+    read_dict_dir,
+    read_symbols,
+    word_table,
+    write_symbols,
+)
 from asrtrain.lang.lm import estimate, parse_min_count, perplexity, write_arpa
 from asrtrain.lang.pdf_ali import read_split, write_pdf_alignments
 from asrtrain.lang.tree import build_tree, pdf_table_text
@@ -64,13 +72,23 @@ def map_oov(sentences: list[list[str]], vocab: set[str], what: Path) -> tuple[li
 
 
 def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order: int = 4,
-                 num_pdfs: int = 2000, min_count: str | None = None, states: int = 3) -> dict:
+                 num_pdfs: int = 2000, min_count: str | None = None, states: int = 3,
+                 pron_min_count: int = 1) -> dict:
     """Build the whole lang directory and the graph; returns the figures it logged."""
     t0 = time.time()
     parse_min_count(min_count, order)  # option errors before any work
     out.mkdir(parents=True, exist_ok=True)
     phones_txt = ali_dir / "phones.txt"
     lex = read_dict_dir(dict_dir, phones_txt if phones_txt.exists() else None)
+    train_scp = ali_dir / "train" / "ali.scp"
+    if not train_scp.exists():
+        raise InputError("training alignments not found", train_scp)
+    train = [(utt, a, cuts) for utt, a, cuts in read_split(ali_dir, "train")]
+    if not train:
+        raise InputError("no training alignments", train_scp)
+    figures: dict = {}
+    if pron_min_count > 0:
+        figures["pron_variants"] = add_learned_variants(lex, ali_dir, train, pron_min_count)
     ptab, wtab = phone_table(lex), word_table(lex)
     write_symbols(out / "phones.txt", ptab)
     write_symbols(out / "words.txt", wtab)
@@ -80,7 +98,7 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
     L, L_disambig = lexicon_fst(lex, False), lexicon_fst(lex, True)
     graphs.write_fst(L, out / "L.fst")
     graphs.write_fst(L_disambig, out / "L_disambig.fst")
-    figures: dict = {"words": len(lex.words), "prons": len(lex.prons), "disambig": lex.num_disambig}
+    figures.update(words=len(lex.words), prons=len(lex.prons), disambig=lex.num_disambig)
 
     vocab = set(lex.words)
     sentences, figures["lm_oov_tokens"] = map_oov(read_sentences(lm_text, False), vocab, lm_text)
@@ -98,12 +116,8 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
     g_path = out / "G.fst"
     _arpa_to_g(out / "lm.arpa", out / "words.txt", g_path)
 
-    train_scp = ali_dir / "train" / "ali.scp"
-    if not train_scp.exists():
-        raise InputError("training alignments not found", train_scp)
-    alis = [(a, cuts) for _, a, cuts in read_split(ali_dir, "train")]
-    if not alis:
-        raise InputError("no training alignments", train_scp)
+    alis = [(a, cuts) for _, a, cuts in train]
+    del train
     sil_ids = [lex.phones[lex.silence]]
     topo = estimate_topology(alis, lex.phones.values(), states=states, sil_phones=sil_ids)
     tree, _ = build_tree(alis, topo, ci_phones=sil_ids, num_pdfs=num_pdfs)
@@ -145,6 +159,35 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
         log.info("graph size %-6s %9d states %10d arcs", k, s, a)
     log.info("prepare lang done in %.1fs", time.time() - t0)
     return figures
+
+
+def add_learned_variants(lex, ali_dir: Path, train: list, min_count: int) -> int:
+    """Add the in-context pronunciations of the training utterances to ``lex``."""
+    from asrtrain.lang.hmm import segments
+    from asrtrain.lang.lexicon import add_disambig
+    from asrtrain.lang.prons import learn_variants
+
+    text_path = ali_dir / "train" / "text"
+    if not text_path.exists():
+        log.warning("%s is missing: no pronunciation variants learned", text_path)
+        return 0
+    text = {p[0]: [w.upper() for w in p[1:]] for p in
+            (ln.split() for ln in text_path.read_text(encoding="utf-8").splitlines()) if p}
+    names = {i: p for p, i in lex.phones.items()}
+    sil = lex.phones[lex.silence]
+    prons: dict[str, list[tuple[str, ...]]] = {}
+    for w, p in lex.prons:
+        prons.setdefault(w, []).append(p)
+
+    def utterances():
+        for utt, ali, cuts in train:
+            if utt in text:
+                yield text[utt], [names[p] for p, _, _ in segments(ali, cuts) if p != sil]
+
+    new, _ = learn_variants(utterances(), prons, min_count)
+    lex.prons.extend(new)
+    add_disambig(lex)
+    return len(new)
 
 
 def _arpa_to_g(arpa: Path, words_txt: Path, g_path: Path) -> None:

@@ -87,7 +87,7 @@ def context_counts(alignments: Iterable[Alignment], topo: Topology) -> Counter[K
                 continue
             left = segs[i - 1][0] if i > 0 else 0
             right = segs[i + 1][0] if i + 1 < len(segs) else 0
-            for s, k in zip(*np.unique(state_split(n, s_count), return_counts=True)):
+            for s, k in zip(*np.unique(state_split(n, s_count), return_counts=True), strict=True):
                 counts[(left, phone, right, int(s))] += int(k)
     return counts
 
@@ -98,10 +98,10 @@ def _select(counts: Counter[Key], topo: Topology, ci_phones: set[int], threshold
     tri = [k for k, c in counts.items() if c >= threshold and k[1] not in ci_phones]
     residual: Counter[Key] = Counter()
     kept = set(tri)
-    for (l, c, r, s), n in counts.items():
-        if c in ci_phones or (l, c, r, s) in kept:
+    for (left, c, right, s), n in counts.items():
+        if c in ci_phones or (left, c, right, s) in kept:
             continue
-        residual[(c, s, l if _uses_left(s, topo.num_states[c]) else r)] += n
+        residual[(c, s, left if _uses_left(s, topo.num_states[c]) else right)] += n
     bi = [k for k, n in residual.items() if n >= threshold]
     return tri, bi
 
@@ -133,8 +133,9 @@ def build_tree(alignments: Iterable[Alignment], topo: Topology, ci_phones: Itera
     for c, s, ctx in sorted(bi):
         tree.bi[(c, s, ctx)] = len(tree.pdf_info)
         tree.pdf_info.append((c, s))
-    for l, c, r, s in sorted(tri):
-        tree.tri[(l, c, r, s)] = len(tree.pdf_info)
+    for key in sorted(tri):
+        tree.tri[key] = len(tree.pdf_info)  # type: ignore[index]
+        c, s = key[1], key[3]
         tree.pdf_info.append((c, s))
     log.info("tree: %d pdfs (%d context-independent, %d biphone, %d triphone; asked for %d)",
              tree.num_pdfs, n_ci, len(bi), len(tri), num_pdfs)
@@ -150,6 +151,6 @@ def pdf_table_text(tree: ContextTree, phone_names: dict[int, str]) -> str:
     for (c, s, ctx), p in tree.bi.items():
         side = "left" if _uses_left(s, tree.topo.num_states[c]) else "right"
         lines[p] = f"{p} {name[c]} {s} {side}={name[ctx]}"
-    for (l, c, r, s), p in tree.tri.items():
-        lines[p] = f"{p} {name[c]} {s} left={name[l]},right={name[r]}"
+    for (left, c, right, s), p in tree.tri.items():
+        lines[p] = f"{p} {name[c]} {s} left={name[left]},right={name[right]}"
     return "\n".join(lines) + "\n"

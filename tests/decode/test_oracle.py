@@ -55,7 +55,7 @@ def test_ctm_word_times(oracle_dev, mini_corpus_dec):
         assert [r[4] for r in rows] == words
         starts = [float(r[2]) for r in rows]
         ends = [float(r[2]) + float(r[3]) for r in rows]
-        assert all(e <= s + 1e-6 for e, s in zip(ends, starts[1:]))      # in order, no overlap
+        assert all(e <= s + 1e-6 for e, s in zip(ends, starts[1:], strict=False))      # in order, no overlap
         phones = ali[utt]
         speech = np.flatnonzero(phones != 1)                              # 1 = sil
         # the first word starts where speech starts, the last ends where it ends

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from asrtrain.lang.fstio import read_const
 
@@ -67,3 +68,23 @@ def test_const_fst_roundtrip(tmp_path):
     assert arcs.w.tolist() == [0.5, 1.5, 0.0] and arcs.finals == {2: 0.25}
     again = to_vector_fst(arcs)
     assert again.to_str() == fst.to_str()
+
+
+def test_self_loops_split_states_entered_by_two_pdfs():
+    from asrtrain.lang.fstio import Arcs
+    from asrtrain.lang.graph import add_self_loops
+
+    # 0 -pdf0-> 2, 1 -pdf1-> 2, 0 -eps-> 1, 2 -pdf1-> 3 (final): state 2 is entered by two pdfs
+    arcs = Arcs(src=np.array([0, 1, 0, 2]), dst=np.array([2, 2, 1, 3]), il=np.array([1, 2, 0, 2]),
+                ol=np.array([5, 0, 0, 6]), w=np.zeros(4), finals={3: 0.0}, start=0, num_states=4)
+    out = add_self_loops(arcs, np.array([0.5, 0.8]), scale=1.0)
+    assert out.num_states == 5
+    loops = {(int(s), int(i)) for s, d, i in zip(out.src, out.dst, out.il, strict=True) if s == d}
+    assert loops == {(2, 1), (4, 2), (3, 2)}          # state 2 for pdf 0, its copy 4 for pdf 1
+    into = {(int(s), int(d)) for s, d, i in zip(out.src, out.dst, out.il, strict=True) if s != d}
+    assert (0, 2) in into and (1, 4) in into and (2, 3) in into and (4, 3) in into
+    cost = {(int(s), int(d), int(i)): float(w) for s, d, i, w in
+            zip(out.src, out.dst, out.il, out.w, strict=True)}
+    assert cost[(2, 2, 1)] == pytest.approx(-np.log(0.5))
+    assert cost[(4, 3, 2)] == pytest.approx(-np.log(0.2))   # leaving pdf 1's state
+    assert out.finals[3] == pytest.approx(-np.log(0.2))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from asrtrain.core.errors import InputError
-from asrtrain.lang.lexicon import (lexicon_fst, phone_table, read_dict_dir, read_symbols,
-                                   word_table)
+from asrtrain.lang.lexicon import lexicon_fst, phone_table, read_dict_dir, read_symbols, word_table
 
 
 def test_homophones_and_prefixes_get_disambiguation_symbols(mini_corpus):

@@ -51,8 +51,8 @@ def test_tree_size_follows_num_pdfs_and_ties_back():
         assert tree.pdf(3, 1, 4, 0) == tree.ci[(1, 0)]
         assert tree.pdf(9, 2, 9, 1) == tree.ci[(2, 1)]
         # pdfs never mix phones or states
-        for (l, c, r, s) in counts:
-            assert tree.pdf_info[tree.pdf(l, c, r, s)] == (c, s)
+        for (left, c, right, s) in counts:
+            assert tree.pdf_info[tree.pdf(left, c, right, s)] == (c, s)
     assert sizes[0] == 15 and sizes[0] < sizes[1] < sizes[2]
     assert abs(sizes[1] - 60) <= 6 and abs(sizes[2] - 150) <= 15
 
@@ -86,7 +86,7 @@ def test_ctm_cuts_split_equal_neighbours(mini_corpus):
 
     ids = {p: i for i, p in enumerate(["sil", "a", "t", "r", "i", "d"], start=1)}
     seen = 0
-    for utt, ali, cuts in read_split(mini_corpus, "train"):
+    for _utt, ali, cuts in read_split(mini_corpus, "train"):
         with_cuts, without = segments(ali, cuts), segments(ali)
         assert sum(n for _, _, n in with_cuts) == len(ali)
         doubled = [i for i in range(1, len(with_cuts)) if with_cuts[i][0] == with_cuts[i - 1][0]]
