@@ -279,29 +279,31 @@ def _estimate_lda(src: _Source, ali: Path, lda_dim: int, path: Path) -> None:
 
     try:
         table = kaldiio.load_scp(str(ali))
-        labels = {u: np.asarray(table[u]).astype(np.int64) for u in src.utts if u in table}
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, OSError) as exc:
         raise InputError(f"cannot read the alignments: {exc}", ali) from None
-    if not labels:
+    aligned = [u for u in src.utts if u in table]
+    if not aligned:
         raise InputError("no alignment for any utterance of feats.scp", ali)
-    lowest = min(int(v.min()) for v in labels.values())
-    if lowest < 0:
-        raise InputError(f"negative class label {lowest}", ali)
-    stats = LdaStats.empty(max(int(v.max()) for v in labels.values()) + 1,
-                           (2 * src.context + 1) * src.dim)
+    stats = LdaStats.empty(1, (2 * src.context + 1) * src.dim)
     mismatched = []
-    for utt in track(list(labels), "LDA statistics"):
+    for utt in track(aligned, "LDA statistics"):
+        try:
+            labels = np.asarray(table[utt]).astype(np.int64).reshape(-1)
+        except (ValueError, OSError, EOFError) as exc:
+            raise InputError(f"cannot read the alignment of {utt!r}: {exc}", ali) from None
+        if labels.size and labels.min() < 0:
+            raise InputError(f"{utt!r} has a negative class label {labels.min()}", ali)
         x = src.raw(utt)
-        if x.shape[0] != len(labels[utt]):
-            mismatched.append(f"{utt} ({x.shape[0]} frames, {len(labels[utt])} labels)")
+        if x.shape[0] != len(labels):
+            mismatched.append(f"{utt} ({x.shape[0]} frames, {len(labels)} labels)")
             continue
-        stats.add(splice(x, src.context), torch.from_numpy(labels[utt]))
-    missing = len(src.utts) - len(labels)
+        stats.add(splice(x, src.context), torch.from_numpy(labels))
+    missing = len(src.utts) - len(aligned)
     if missing or mismatched:
         log.warning("LDA: %d utterance(s) without alignment and %d with a frame count that "
                     "differs from the alignment left out%s", missing, len(mismatched),
                     f" (first: {mismatched[0]})" if mismatched else "")
-    if len(mismatched) == len(labels):
+    if len(mismatched) == len(aligned):
         raise InputError(f"no alignment matches its features' frame count ({mismatched[0]})", ali)
     matrix, values = estimate_lda(stats, lda_dim)
     log.info("LDA %d -> %d on %d frames of %d classes; top eigenvalues %s", matrix.shape[1],

@@ -47,8 +47,12 @@ class LdaStats:
                    torch.zeros(dim, dim, dtype=torch.float64))
 
     def add(self, frames: torch.Tensor, labels: torch.Tensor) -> None:
-        """Add frames [T, D] with integer class labels [T] (0 <= label < num_classes)."""
+        """Add frames [T, D] with integer class labels [T] (>= 0; the classes grow to fit)."""
         x = frames.to(torch.float64)
+        if len(labels) and int(labels.max()) >= len(self.counts):
+            grow = int(labels.max()) + 1 - len(self.counts)
+            self.counts = torch.cat([self.counts, torch.zeros(grow, dtype=torch.float64)])
+            self.sums = torch.cat([self.sums, torch.zeros(grow, x.shape[1], dtype=torch.float64)])
         self.counts.index_add_(0, labels, torch.ones(len(labels), dtype=torch.float64))
         self.sums.index_add_(0, labels, x)
         self.scatter += x.T @ x

@@ -72,3 +72,14 @@ def test_too_large_an_output_dim_is_refused() -> None:
     stats.add(x, labels)
     with pytest.raises(InputError, match="--lda-dim 9 exceeds the spliced feature dimension 8"):
         estimate_lda(stats, 9)
+
+
+def test_classes_grow_as_labels_appear() -> None:
+    x, labels = classes_in_two_dims(600)
+    grown = LdaStats.empty(1, 8)
+    for i in range(0, 600, 100):
+        grown.add(x[i:i + 100], labels[i:i + 100])
+    sized = LdaStats.empty(5, 8)
+    sized.add(x, labels)
+    assert torch.allclose(grown.counts, sized.counts) and torch.allclose(grown.sums, sized.sums)
+    np.testing.assert_allclose(estimate_lda(grown, 2)[0], estimate_lda(sized, 2)[0])
