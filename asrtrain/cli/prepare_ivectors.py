@@ -30,7 +30,8 @@ from asrtrain.cli.options import config_option, resolved_params
 @click.option("--max-utts", type=click.IntRange(min=1), default=10_000, show_default=True,
               help="Utterances (evenly spread) to train the extractor on.")
 @click.option("--posterior-scale", type=click.FloatRange(min=0.0, min_open=True), default=1.0,
-              show_default=True, help="Scale of the UBM posteriors (Kaldi's recipes use 0.1 online).")
+              show_default=True, help="Scale of the UBM posteriors (Kaldi's recipes use 0.1 online); saved with "
+              "the extractor, so --extractor uses the scale it was trained with.")
 @click.option("--extractor", "extractor", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="Use this trained extractor (an OUT or OUT/extractor of a "
               "training run) instead of training one: for dev and test.")
