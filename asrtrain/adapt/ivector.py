@@ -100,24 +100,37 @@ class IvectorExtractor:
         return self.posterior(n[None], f[None])[0][0]
 
     def extract_online(self, feats: torch.Tensor, period: int) -> torch.Tensor:
-        """Rows [ceil(T/period), R]: row k from frames 0 … k·period (Kaldi's online rule)."""
+        """Rows [ceil(T/period), R]: row k from frames 0 … k·period (Kaldi's online rule).
+
+        Row k adds block k to the running statistics (block 0 is frame 0, block k the
+        frames (k−1)·period+1 … k·period); rows are solved BATCH at a time, so memory
+        stays bounded for any length of recording.
+        """
         x = feats.to(torch.float64)
-        t, d = x.shape
-        rows = math.ceil(t / period)
-        used = (rows - 1) * period + 1
-        post = torch.cat([self.ubm.posteriors(x[i:i + 4096])[0] for i in range(0, used, 4096)])
-        post = post * self.posterior_scale
-        c = post.shape[1]
-        n0, f0 = post[0][None], (post[0][:, None] * x[0][None, :])[None]
-        if rows > 1:
-            p_blk = post[1:used].reshape(rows - 1, period, c)
-            x_blk = x[1:used].reshape(rows - 1, period, d)
-            n0 = torch.cat([n0, p_blk.sum(1)])
-            f0 = torch.cat([f0, torch.bmm(p_blk.transpose(1, 2), x_blk)])
-        n = torch.cumsum(n0, 0)
-        f = torch.cumsum(f0, 0) - n[:, :, None] * self.ubm.means
-        return torch.cat([self.posterior(n[i:i + BATCH], f[i:i + BATCH])[0]
-                          for i in range(0, rows, BATCH)])
+        rows = math.ceil(x.shape[0] / period)
+        c, d = self.ubm.num_components, self.ubm.dim
+        n_run = torch.zeros(c, dtype=torch.float64)
+        f_run = torch.zeros(c, d, dtype=torch.float64)
+        out = []
+        for first in range(0, rows, BATCH):
+            last = min(rows, first + BATCH)  # rows first .. last-1
+            n_blk, f_blk = [], []
+            if first == 0:
+                post0 = self.ubm.posteriors(x[:1])[0] * self.posterior_scale
+                n_blk.append(post0)
+                f_blk.append(post0[0][None, :, None] * x[0][None, None, :])
+            lo = max(1, (first - 1) * period + 1)
+            hi = (last - 1) * period + 1
+            if hi > lo:
+                post = self.ubm.posteriors(x[lo:hi])[0] * self.posterior_scale
+                p_blk = post.reshape(-1, period, c)
+                n_blk.append(p_blk.sum(1))
+                f_blk.append(torch.bmm(p_blk.transpose(1, 2), x[lo:hi].reshape(-1, period, d)))
+            n = n_run + torch.cumsum(torch.cat(n_blk), 0)
+            f = f_run + torch.cumsum(torch.cat(f_blk), 0)
+            n_run, f_run = n[-1], f[-1]
+            out.append(self.posterior(n, f - n[:, :, None] * self.ubm.means)[0])
+        return torch.cat(out)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write T and the settings to ``.npz`` (the UBM is saved beside it)."""

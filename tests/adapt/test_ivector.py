@@ -70,6 +70,21 @@ def test_online_rows_follow_kaldis_convention(model) -> None:
         np.testing.assert_allclose(rows[k].numpy(), want.numpy(), rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.parametrize("period", [10, 7, 1])
+def test_online_rows_across_batches(model, period) -> None:
+    """Longer than one batch of rows: the running statistics carry over exactly."""
+    from asrtrain.adapt.ivector import BATCH
+
+    extractor, _, table, utts = model
+    x = torch.from_numpy(np.concatenate([table[u] for u in utts[:6]]))
+    x = x[: BATCH * period + 3 * period + 1] if period > 1 else x[: 2 * BATCH + 5]
+    rows = extractor.extract_online(x, period)
+    assert rows.shape[0] == math.ceil(x.shape[0] / period) > BATCH
+    for k in (BATCH - 1, BATCH, BATCH + 1, rows.shape[0] - 1):
+        want = extractor.extract(x[: k * period + 1])
+        np.testing.assert_allclose(rows[k].numpy(), want.numpy(), rtol=1e-7, atol=1e-9)
+
+
 def split_by_utterance(vectors: dict[str, np.ndarray], first_test: int = 5):
     enrol = {u: v for u, v in vectors.items() if int(u.split("-")[1]) < first_test}
     test = {u: v for u, v in vectors.items() if int(u.split("-")[1]) >= first_test}
