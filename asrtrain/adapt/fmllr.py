@@ -22,6 +22,7 @@ log says which.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 import torch
 
 from asrtrain.adapt.gmm import CHUNK, DiagGMM
+from asrtrain.core.errors import InputError
 
 log = logging.getLogger("asrtrain.adapt.fmllr")
 
@@ -59,7 +61,8 @@ def log_abs_det(a: torch.Tensor) -> float:
 
 def identity(dim: int) -> torch.Tensor:
     """W = [I 0]."""
-    return torch.cat([torch.eye(dim, dtype=torch.float64), torch.zeros(dim, 1, dtype=torch.float64)], 1)
+    return torch.cat([torch.eye(dim, dtype=torch.float64),
+                      torch.zeros(dim, 1, dtype=torch.float64)], 1)
 
 
 def apply_transform(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -101,7 +104,7 @@ def _best_row(g: torch.Tensor, k: torch.Tensor, p: torch.Tensor, beta: float) ->
     disc = (b * b + 4.0 * a * beta) ** 0.5
     best, best_val = 0.0, -float("inf")
     for alpha in ((-b - disc) / (2.0 * a), (-b + disc) / (2.0 * a)):
-        value = beta * torch.log(torch.tensor(abs(alpha * a + b))).item() - 0.5 * alpha * alpha * a
+        value = beta * math.log(abs(alpha * a + b)) - 0.5 * alpha * alpha * a
         if value > best_val:
             best, best_val = alpha, value
     return best * g_inv_p + g_inv_k
@@ -215,7 +218,6 @@ def prepare_fmllr(data: Path, out: Path, lda_dim: int = 40, context: int = 4,
     """
     from asrtrain.adapt.gmm import Stages, open_feats, read_matrix, speakers_of
     from asrtrain.adapt.lda import load_lda
-    from asrtrain.core.errors import InputError
 
     data, out = Path(data), Path(out)
     scp, table = open_feats(data)
@@ -245,7 +247,7 @@ def prepare_fmllr(data: Path, out: Path, lda_dim: int = 40, context: int = 4,
             stages.finish("lda", lda_params)
         src.lda = torch.from_numpy(load_lda(out / "lda.mat", spliced_dim, lda_dim))
         gmm_params = {"components": gmm_components, "iters": gmm_iters, "max_frames": max_frames,
-                      "sat_iters": sat_iters}
+                      "sat_iters": sat_iters, "sat_fmllr": trans_params if sat_iters else None}
         if not stages.done("gmm", gmm_params, [out / "gmm" / "gmm.npz"]):
             _train_global_gmm(src, gmm_params, trans_params, out / "gmm" / "gmm.npz")
             stages.finish("gmm", gmm_params)
@@ -263,7 +265,6 @@ def prepare_fmllr(data: Path, out: Path, lda_dim: int = 40, context: int = 4,
 
 
 def _check_gmm(gmm: DiagGMM, lda_dim: int, where: Path) -> None:
-    from asrtrain.core.errors import InputError
     if gmm.dim != lda_dim:
         raise InputError(f"the GMM has dimension {gmm.dim}, but --lda-dim is {lda_dim}", where)
 
@@ -274,7 +275,6 @@ def _estimate_lda(src: _Source, ali: Path, lda_dim: int, path: Path) -> None:
     import numpy as np
 
     from asrtrain.adapt.lda import LdaStats, estimate_lda, save_lda, splice
-    from asrtrain.core.errors import InputError
     from asrtrain.core.progress import track
 
     try:
