@@ -211,7 +211,8 @@ def train_extractor(ubm: DiagGMM, n_all: torch.Tensor, f_all: torch.Tensor, ivec
     history: list[float] = []
     for it in range(iters):
         history.append(em_step(extractor, n_all, f_all))
-        log.info("i-vector EM iteration %d/%d: objective per frame %.5f", it + 1, iters, history[-1])
+        log.info("i-vector EM iteration %d/%d: objective per frame %.5f before it", it + 1, iters,
+                 history[-1])
         if progress is not None:
             progress.advance(1, objective=history[-1])
     history.append(objective_per_frame(extractor, n_all, f_all))
