@@ -50,7 +50,8 @@ def archive(ctx: click.Context, out: Path, streams: tuple[str, ...], ali: Path |
     built, speakers = build_streams(streams, cmvns, periods, utt2spk, norm_vars)
     params = resolved_params(ctx)
     with command_run(f"prepare-archive.{out.stem}", out.parent, params,
-                     config_name=f"{out.name}.config.yaml"):
+                     config_name=f"{out.name}.config.yaml",
+                     fingerprint_name=f"{out.name}.fingerprint.json"):
         summary = write_archive(out, built, None if ali is None else str(ali), num_pdfs, speakers,
                                 chunk=chunk, tolerance=length_tolerance, options=params)
     skipped = summary["skipped"]

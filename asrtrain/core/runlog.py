@@ -53,12 +53,14 @@ def _unique(path: Path) -> Path:
 @contextlib.contextmanager
 def command_run(name: str, out: str | os.PathLike[str], params: dict[str, Any] | None = None,
                 extra_fingerprint: dict[str, Any] | None = None,
-                config_name: str | None = None, log_dir: str | os.PathLike[str] | None = None
-                ) -> Iterator[Run]:
+                config_name: str | None = None, log_dir: str | os.PathLike[str] | None = None,
+                fingerprint_name: str = "fingerprint.json") -> Iterator[Run]:
     """Open ``out/log/<name>.<time>.log``, write the fingerprint and the resolved config.
 
     ``params`` (the command's resolved options) are written to
-    ``out/<config_name or name + '.config.yaml'>``. The log's last line says
+    ``out/<config_name or name + '.config.yaml'>``; commands whose output is one file
+    among others in ``out`` name their fingerprint after it (``fingerprint_name``) so that
+    several outputs in one directory keep their own. The log's last line says
     ``exit status 0`` or the exception that ended the run.
     """
     out_path = Path(out)
@@ -79,7 +81,7 @@ def command_run(name: str, out: str | os.PathLike[str], params: dict[str, Any] |
                  f" on {os.uname().nodename} pid {os.getpid()}\n")
     if params is not None:
         write_config(out_path / (config_name or f"{name.replace(' ', '-')}.config.yaml"), params)
-    write_fingerprint(out_path, extra_fingerprint)
+    write_fingerprint(out_path, extra_fingerprint, name=fingerprint_name)
     status = "exit status 0"
     try:
         yield Run(name=name, out=out_path, log_path=log_path, started=started)

@@ -26,6 +26,8 @@ speakers=24
 dev_speakers=3
 test_speakers=3
 noise_snr=15:40
+max_repeats=1
+lm_sentences=0
 synth_nj=2
 # features and adaptation
 feat_nj=2
@@ -73,7 +75,7 @@ if want_stage 0; then
   else
     asrtrain prepare synth "$corpus" --hours "$hours" --speakers "$speakers" --seed "$seed" \
       --dev-speakers "$dev_speakers" --test-speakers "$test_speakers" --noise-snr "$noise_snr" \
-      --nj "$synth_nj"
+      --max-repeats "$max_repeats" --lm-sentences "$lm_sentences" --nj "$synth_nj"
   fi
 fi
 
