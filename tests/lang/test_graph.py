@@ -46,9 +46,9 @@ def test_hclg_labels_and_self_loops(mini_lang):
     loops = arcs.src == arcs.dst
     assert loops.any()
     # a state's self-loop carries the pdf of every arc entering the state
-    loop_label = dict(zip(arcs.src[loops].tolist(), arcs.il[loops].tolist()))
+    loop_label = dict(zip(arcs.src[loops].tolist(), arcs.il[loops].tolist(), strict=True))
     assert len(loop_label) == int(loops.sum())            # at most one loop per state
-    for d, il in zip(arcs.dst[~loops].tolist(), arcs.il[~loops].tolist()):
+    for d, il in zip(arcs.dst[~loops].tolist(), arcs.il[~loops].tolist(), strict=True):
         if d in loop_label:
             assert il == loop_label[d]
     # and every arc with a pdf leads to a state that has that pdf's loop

@@ -1,5 +1,5 @@
-"""A small lang setup from a synth corpus: its LM text cut to N lines, the lexicon to the
-words of that text and of the corpus' transcripts (so graphs build in seconds)."""
+"""A small lang setup from a synth corpus, for benchmarks and experiments: the LM text cut
+to N lines, the lexicon to the words of that text and of the transcripts (graphs in seconds)."""
 
 from __future__ import annotations
 
