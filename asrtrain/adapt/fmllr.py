@@ -194,7 +194,7 @@ class _Source:
     lda: torch.Tensor | None = None
 
     def raw(self, utt: str) -> torch.Tensor:
-        from asrtrain.adapt.gmm import read_matrix
+        from asrtrain.adapt.featio import read_matrix
         return torch.from_numpy(read_matrix(self.table, utt, self.scp, self.dim))
 
     def projected(self, utt: str) -> torch.Tensor:
@@ -216,8 +216,9 @@ def prepare_fmllr(data: Path, out: Path, lda_dim: int = 40, context: int = 4,
     ``feats`` (``OUT/feats.scp`` and the data-dir files). With ``model_dir`` the
     LDA and GMM of an earlier run are used as they are (dev and test).
     """
-    from asrtrain.adapt.gmm import Stages, open_feats, read_matrix, speakers_of
+    from asrtrain.adapt.featio import open_feats, read_matrix, speakers_of
     from asrtrain.adapt.lda import load_lda
+    from asrtrain.adapt.stages import Stages
 
     data, out = Path(data), Path(out)
     scp, table = open_feats(data)
@@ -365,7 +366,7 @@ def _estimate_transforms(src: _Source, gmm: DiagGMM, out: Path, params: dict[str
     """A transform per speaker; figures before and after adaptation into the summary."""
     import json
 
-    from asrtrain.adapt.gmm import write_matrices
+    from asrtrain.adapt.featio import write_matrices
     from asrtrain.core.atomic import write_text
 
     results = _estimate_all(src, gmm, params, "fMLLR transforms")
@@ -417,7 +418,7 @@ def _write_features(src: _Source, data: Path, out: Path) -> None:
 
     import kaldiio
 
-    from asrtrain.adapt.gmm import write_matrices
+    from asrtrain.adapt.featio import write_matrices
     from asrtrain.core.atomic import atomic_path
     from asrtrain.core.progress import track
 

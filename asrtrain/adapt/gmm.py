@@ -14,9 +14,9 @@ the remaining iterations at the full size. Components that lose their frames are
 re-seeded from the heaviest one, and variances are floored relative to the
 global variance, so a tiny or degenerate corpus cannot produce a NaN model.
 
-The end of the module holds what both GMM-based commands (``prepare ivectors``,
-``prepare fmllr``) need around the model: reading a data dir's features,
-bounded frame subsampling, ark/scp output, and resumable stages.
+Bounded frame subsampling for training also lives here; reading a data dir's
+features is in :mod:`asrtrain.adapt.featio`, resumable stages in
+:mod:`asrtrain.adapt.stages`.
 """
 
 from __future__ import annotations
@@ -27,13 +27,12 @@ import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from asrtrain.core.atomic import atomic_open, atomic_path
+from asrtrain.core.atomic import atomic_open
 from asrtrain.core.errors import InputError
 
 log = logging.getLogger("asrtrain.adapt.gmm")
@@ -268,115 +267,3 @@ def subsample_frames(mats: Iterable[np.ndarray], max_frames: int) -> tuple[torch
     if dim is None:
         return torch.zeros(0, 0), 0
     return torch.from_numpy(np.concatenate(kept)), seen
-
-
-# --- Data-dir I/O and resumable stages, shared by the i-vector and fMLLR commands ---
-
-
-def open_feats(data: Path) -> tuple[Path, Any]:
-    """``DATA/feats.scp`` opened lazily with kaldiio; missing is an InputError."""
-    import kaldiio
-
-    scp = Path(data) / "feats.scp"
-    if not scp.is_file():
-        raise InputError("no feats.scp: make features first (asrtrain prepare features)", data)
-    try:
-        return scp, kaldiio.load_scp(str(scp))
-    except (ValueError, OSError) as exc:
-        raise InputError(f"cannot read: {exc}", scp) from None
-
-
-def read_matrix(table: Any, key: str, source: Path, dim: int | None = None) -> np.ndarray:
-    """One float32 matrix of a kaldiio table; unreadable or misshapen is an InputError."""
-    try:
-        mat = np.array(table[key], dtype=np.float32)
-    except KeyError:
-        raise InputError(f"no entry for {key!r}", source) from None
-    except (ValueError, OSError, EOFError) as exc:
-        raise InputError(f"cannot read the entry of {key!r}: {exc}", source) from None
-    if mat.ndim != 2 or mat.shape[0] == 0:
-        raise InputError(f"{key!r} is not a non-empty matrix (shape {mat.shape})", source)
-    if dim is not None and mat.shape[1] != dim:
-        raise InputError(f"{key!r} has dimension {mat.shape[1]}, the others {dim}", source)
-    if not np.isfinite(mat).all():
-        raise InputError(f"{key!r} has non-finite values", source)
-    return mat
-
-
-def speakers_of(data: Path, utts: Iterable[str]) -> dict[str, list[str]]:
-    """Speaker -> its utterances (in ``utts`` order), from ``DATA/utt2spk``."""
-    from asrtrain.data.kaldi_dir import read_utt2spk
-
-    utt2spk = read_utt2spk(Path(data) / "utt2spk")
-    spk2utt: dict[str, list[str]] = {}
-    for utt in utts:
-        if utt not in utt2spk:
-            raise InputError(f"utterance {utt!r} of feats.scp has no speaker", Path(data) / "utt2spk")
-        spk2utt.setdefault(utt2spk[utt], []).append(utt)
-    return spk2utt
-
-
-def write_matrices(scp: Path, items: Iterable[tuple[str, np.ndarray]]) -> int:
-    """Write ``scp`` and its ark (``<dir>/data/<name>.ark``) with kaldiio; the scp
-    appears only when the ark is complete. Returns the number of entries."""
-    import kaldiio
-
-    ark = (scp.parent / "data" / f"{scp.stem}.ark").resolve()
-    ark.parent.mkdir(parents=True, exist_ok=True)
-    scp.unlink(missing_ok=True)  # an old scp must not point into the ark being rewritten
-    count = 0
-    with atomic_path(scp) as tmp:
-        with kaldiio.WriteHelper(f"ark,scp:{ark},{tmp}") as writer:
-            for key, value in items:
-                writer(key, np.ascontiguousarray(value, dtype=np.float32))
-                count += 1
-    return count
-
-
-class Stages:
-    """Skip a stage whose outputs are complete and made with the same parameters.
-
-    A stage's marker (``OUT/stages/<name>.json``) records its parameters and the
-    digest of the stage before it, so redoing an early stage redoes the later ones.
-    """
-
-    def __init__(self, out: Path) -> None:
-        self.dir = Path(out) / "stages"
-        self.upstream = ""
-
-    def _record(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"params": json.loads(json.dumps(params, default=str)), "upstream": self.upstream}
-
-    def done(self, name: str, params: dict[str, Any], outputs: Iterable[Path]) -> bool:
-        """True (and says so in the log) when ``name`` need not run again."""
-        record = self._record(params)
-        marker = self.dir / f"{name}.json"
-        missing = [str(p) for p in outputs if not Path(p).exists()]
-        if marker.is_file() and not missing:
-            old = json.loads(marker.read_text(encoding="utf-8"))
-            if old == record:
-                log.info("stage %s: complete, skipping", name)
-                self._advance(record)
-                return True
-            changed = sorted(k for k in set(old.get("params", {})) | set(record["params"])
-                             if old.get("params", {}).get(k) != record["params"].get(k))
-            why = (f"parameters changed ({', '.join(changed)})" if changed
-                   else "an earlier stage was redone")
-            log.info("stage %s: %s, redoing", name, why)
-        else:
-            log.info("stage %s: running", name)
-        marker.unlink(missing_ok=True)  # outputs are about to change: not complete until finish()
-        return False
-
-    def finish(self, name: str, params: dict[str, Any]) -> None:
-        """Mark ``name`` complete (after its outputs were written)."""
-        record = self._record(params)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with atomic_open(self.dir / f"{name}.json", "w", encoding="utf-8") as fh:
-            json.dump(record, fh, sort_keys=True)
-        self._advance(record)
-
-    def _advance(self, record: dict[str, Any]) -> None:
-        import hashlib
-
-        self.upstream = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]

@@ -275,7 +275,8 @@ def prepare_ivectors(data: Path, out: Path, ubm_components: int = 256, dim: int 
     the i-vectors (one vector per utterance, or with ``online`` one row per
     ``period`` frames, with ``OUT/ivector_period`` as Kaldi has it).
     """
-    from asrtrain.adapt.gmm import Stages, open_feats, read_matrix
+    from asrtrain.adapt.featio import open_feats, read_matrix
+    from asrtrain.adapt.stages import Stages
 
     data, out = Path(data), Path(out)
     scp, table = open_feats(data)
@@ -321,7 +322,7 @@ class _Feats:
     dim: int
 
     def __call__(self, utt: str) -> torch.Tensor:
-        from asrtrain.adapt.gmm import read_matrix
+        from asrtrain.adapt.featio import read_matrix
         return torch.from_numpy(read_matrix(self.table, utt, self.scp, self.dim))
 
 
@@ -355,7 +356,7 @@ def _train_tv(feats: _Feats, params: dict[str, Any], directory: Path) -> None:
 def _extract_all(extractor: IvectorExtractor, feats: _Feats, out: Path,
                  period: int | None) -> None:
     """Write ``OUT/ivectors.scp`` (and ``OUT/ivector_period`` first when online)."""
-    from asrtrain.adapt.gmm import write_matrices
+    from asrtrain.adapt.featio import write_matrices
     from asrtrain.core.atomic import write_text
     from asrtrain.core.progress import track
 

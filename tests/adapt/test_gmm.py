@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from asrtrain.adapt.gmm import DiagGMM, Stages, accumulate, maximize, subsample_frames, train_gmm
+from asrtrain.adapt.gmm import DiagGMM, accumulate, maximize, subsample_frames, train_gmm
+from asrtrain.adapt.stages import Stages
 from asrtrain.core.errors import InputError
 
 

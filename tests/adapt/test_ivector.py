@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from asrtrain.adapt.gmm import open_feats, train_gmm
+from asrtrain.adapt.featio import open_feats
+from asrtrain.adapt.gmm import train_gmm
 from asrtrain.adapt.ivector import (
     IvectorExtractor,
     collect_stats,

@@ -1,0 +1,73 @@
+"""Feature I/O shared by the i-vector and fMLLR commands: a data dir's feats.scp,
+one checked matrix at a time, speakers, and ark/scp output that appears only complete."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from asrtrain.core.atomic import atomic_path
+from asrtrain.core.errors import InputError
+
+
+def open_feats(data: Path) -> tuple[Path, Any]:
+    """``DATA/feats.scp`` opened lazily with kaldiio; missing is an InputError."""
+    import kaldiio
+
+    scp = Path(data) / "feats.scp"
+    if not scp.is_file():
+        raise InputError("no feats.scp: make features first (asrtrain prepare features)", data)
+    try:
+        return scp, kaldiio.load_scp(str(scp))
+    except (ValueError, OSError) as exc:
+        raise InputError(f"cannot read: {exc}", scp) from None
+
+
+def read_matrix(table: Any, key: str, source: Path, dim: int | None = None) -> np.ndarray:
+    """One float32 matrix of a kaldiio table; unreadable or misshapen is an InputError."""
+    try:
+        mat = np.array(table[key], dtype=np.float32)
+    except KeyError:
+        raise InputError(f"no entry for {key!r}", source) from None
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"cannot read the entry of {key!r}: {exc}", source) from None
+    if mat.ndim != 2 or mat.shape[0] == 0:
+        raise InputError(f"{key!r} is not a non-empty matrix (shape {mat.shape})", source)
+    if dim is not None and mat.shape[1] != dim:
+        raise InputError(f"{key!r} has dimension {mat.shape[1]}, the others {dim}", source)
+    if not np.isfinite(mat).all():
+        raise InputError(f"{key!r} has non-finite values", source)
+    return mat
+
+
+def speakers_of(data: Path, utts: Iterable[str]) -> dict[str, list[str]]:
+    """Speaker -> its utterances (in ``utts`` order), from ``DATA/utt2spk``."""
+    from asrtrain.data.kaldi_dir import read_utt2spk
+
+    utt2spk = read_utt2spk(Path(data) / "utt2spk")
+    spk2utt: dict[str, list[str]] = {}
+    for utt in utts:
+        if utt not in utt2spk:
+            raise InputError(f"utterance {utt!r} of feats.scp has no speaker", Path(data) / "utt2spk")
+        spk2utt.setdefault(utt2spk[utt], []).append(utt)
+    return spk2utt
+
+
+def write_matrices(scp: Path, items: Iterable[tuple[str, np.ndarray]]) -> int:
+    """Write ``scp`` and its ark (``<dir>/data/<name>.ark``) with kaldiio; the scp
+    appears only when the ark is complete. Returns the number of entries."""
+    import kaldiio
+
+    ark = (scp.parent / "data" / f"{scp.stem}.ark").resolve()
+    ark.parent.mkdir(parents=True, exist_ok=True)
+    scp.unlink(missing_ok=True)  # an old scp must not point into the ark being rewritten
+    count = 0
+    with atomic_path(scp) as tmp:
+        with kaldiio.WriteHelper(f"ark,scp:{ark},{tmp}") as writer:
+            for key, value in items:
+                writer(key, np.ascontiguousarray(value, dtype=np.float32))
+                count += 1
+    return count
