@@ -150,7 +150,11 @@ def choose_backend(backend: str) -> str:
 
 
 def set_threads(local_world_size: int) -> int:
-    """Share the cores among the local workers (spawned workers otherwise oversubscribe)."""
+    """Share the cores among the local workers (spawned workers otherwise oversubscribe).
+
+    ``OMP_NUM_THREADS`` wins when set (torchrun sets it to 1); otherwise each of the
+    node's workers gets an equal share of its cores.
+    """
     import torch
 
     n = int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
@@ -199,7 +203,6 @@ def launch_local(nproc: int, fn: Callable[..., Any], args: tuple[Any, ...], run_
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=run_id,
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=max_restarts,
                           monitor_interval=0.2, start_method="spawn")
