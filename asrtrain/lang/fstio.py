@@ -85,8 +85,8 @@ def write_const(arcs: Arcs, path: str | os.PathLike[str]) -> None:
     states["nieps"] = np.bincount(src[out["il"] == 0], minlength=n)
     states["noeps"] = np.bincount(src[out["ol"] == 0], minlength=n)
     header = struct.pack("<i", MAGIC)
-    for s in ("const", "standard"):
-        header += struct.pack("<i", len(s)) + s.encode()
+    for name in ("const", "standard"):
+        header += struct.pack("<i", len(name)) + name.encode()
     header += struct.pack("<iiQqqq", 2, 0, EXPANDED, int(arcs.start), n, int(src.size))
     with open(path, "wb") as fh:
         fh.write(header)

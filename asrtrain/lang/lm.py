@@ -107,7 +107,7 @@ def discounts(adj: dict[Ngram, int], n: int) -> tuple[float, float, float]:
         log.warning("order %d: count-of-counts %s give no valid discounts; using %s", n,
                     (n1, n2, n3, n4), FALLBACK_DISCOUNTS)
         return FALLBACK_DISCOUNTS
-    return d  # type: ignore[return-value]
+    return d
 
 
 def _discount(d: tuple[float, float, float], c: int) -> float:
