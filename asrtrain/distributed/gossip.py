@@ -126,8 +126,32 @@ class Gossip:
         self._has_ready = False
         self._stop = threading.Event()
         self._nccl = torch.distributed.get_backend() == "nccl"
+        self._buffers()
         self._thread = threading.Thread(target=self._run, name=f"gossip-{self.layout.rank}", daemon=True)
         self._thread.start()
+
+    def _buffers(self) -> None:
+        """Flat buffers allocated once: fresh 100 MB allocations cost page faults every round.
+
+        One round is in flight at a time and the compute thread applies a delta before
+        it begins the next round, so each buffer has one user at a time.
+        """
+        g = self.layout.group_size
+        total = sum(p.numel() for p in self.params)
+        self.shard = -(-total // g)  # H-ADPSGD: member j owns [j*shard, (j+1)*shard)
+        like = self.params[0]
+        self._snap = torch.zeros(self.shard * g, dtype=like.dtype, device=like.device)
+        self._delta = torch.zeros(self.shard * g, dtype=like.dtype, device=like.device)
+        self._recv = torch.empty(self.shard, dtype=like.dtype, device=like.device) if g > 1 else self._delta
+        self._snap_views = self._views(self._snap)
+        self._delta_views = self._views(self._delta)
+
+    def _views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        out, offset = [], 0
+        for p in self.params:
+            out.append(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+        return out
 
     # ----- compute-thread side -------------------------------------------------------------
     @property
@@ -146,7 +170,10 @@ class Gossip:
         self.started += 1
         if self._partner_rank(rnd) is not None:
             self.main_store.set(round_key(self.layout.rank, rnd), "1")
-        self._todo.put((rnd, self.flat()))
+        with torch.no_grad():
+            for view, p in zip(self._snap_views, self.params, strict=True):
+                view.copy_(p)
+        self._todo.put((rnd, self._snap))
         return rnd
 
     def ready(self) -> bool:
@@ -169,11 +196,8 @@ class Gossip:
         self.finished += 1
         if delta is not None:
             with torch.no_grad():
-                offset = 0
-                for p in self.params:
-                    n = p.numel()
-                    p.add_(delta[offset:offset + n].view_as(p))
-                    offset += n
+                for p, view in zip(self.params, self._delta_views, strict=True):
+                    p.add_(view)
 
     def drain(self) -> None:
         """Wait for the round in flight, if any, and apply it."""
@@ -237,25 +261,24 @@ class Gossip:
         t0 = time.perf_counter()
         g = self.layout.group_size
         if g == 1:
-            delta = self._exchange(snap, partner).sub_(snap).mul_(0.5)
+            self._exchange(snap, self._recv, partner)
+            self._recv.sub_(snap).mul_(0.5)  # _recv is _delta
         else:
-            size = -(-snap.numel() // g)
-            padded = torch.zeros(size * g, dtype=snap.dtype, device=snap.device)
-            padded[: snap.numel()] = snap
-            mine = padded[self.layout.member * size:(self.layout.member + 1) * size].contiguous()
-            shard_delta = self._exchange(mine, partner).sub_(mine).mul_(0.5)
-            parts = [torch.empty_like(shard_delta) for _ in range(g)]
-            torch.distributed.all_gather(parts, shard_delta, group=self.groups.super_gossip)
-            delta = torch.cat(parts)[: snap.numel()]
+            j, size = self.layout.member, self.shard
+            mine = snap[j * size:(j + 1) * size]
+            self._exchange(mine, self._recv, partner)
+            self._recv.sub_(mine).mul_(0.5)
+            parts = list(self._delta.split(size))
+            torch.distributed.all_gather(parts, self._recv, group=self.groups.super_gossip)
+        delta = self._delta
         self.exchanged += 1
         self.comm_s += time.perf_counter() - t0
         return delta
 
-    def _exchange(self, tensor: torch.Tensor, partner: int) -> torch.Tensor:
-        """One symmetric send/receive with ``partner`` on the gossip group."""
+    def _exchange(self, tensor: torch.Tensor, out: torch.Tensor, partner: int) -> None:
+        """One symmetric send/receive with ``partner`` on the gossip group (into ``out``)."""
         import torch.distributed as dist
 
-        out = torch.empty_like(tensor)
         group = self.groups.gossip
         if self._nccl:
             ops = [dist.P2POp(dist.isend, tensor, partner, group), dist.P2POp(dist.irecv, out, partner, group)]
@@ -266,4 +289,3 @@ class Gossip:
             for req in pending:
                 if req is not None:  # None only for a rank outside the group
                     req.wait()
-        return out
