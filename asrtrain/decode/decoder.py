@@ -319,12 +319,25 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
                 with open(tmp, "w", encoding="utf-8") as fh:
                     for p in parts:
                         fh.write(p.read_text(encoding="utf-8"))
+    _remove_stale(cfg)
     figures = summarize(cfg, stats)
     if cfg.text is not None:
         figures["ref_oov_tokens"] = copy_reference(cfg.text, cfg.out / "ref.txt", graph.words,
                                                   {u for u, _ in utts})
     write_text(cfg.out / "decode_stats.json", json.dumps(figures, indent=2) + "\n")
     return figures
+
+
+def _remove_stale(cfg: DecodeConfig) -> None:
+    """Drop hyps/CTMs of LM weights this run did not decode (a scoring sweep reads them all)."""
+    wanted = {lmwt_name(w) for w in cfg.lmwts}
+    for kind, ext in (("hyp", ".txt"), ("ctm", ".ctm")):
+        for path in sorted((cfg.out / kind).glob(f"*{ext}")):
+            if path.name[: -len(ext)] not in wanted:
+                log.warning("removing %s of an earlier decode (LM weight not in this run)", path)
+                path.unlink()
+    if cfg.text is None and (cfg.out / "ref.txt").exists():
+        log.warning("%s is from an earlier decode (no --text given now)", cfg.out / "ref.txt")
 
 
 def summarize(cfg: DecodeConfig, stats: list[JobStats]) -> dict[str, Any]:

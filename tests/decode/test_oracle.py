@@ -130,3 +130,12 @@ def test_parse_lmwt():
     assert parse_lmwt("", 0.1) == [10.0]
     with pytest.raises(Exception, match="LM weights must be positive"):
         parse_lmwt("0:3", 0.1)
+
+
+def test_hyps_of_other_lm_weights_are_removed(mini_lang_dec, tmp_path):
+    out = tmp_path / "d"
+    base = dict(graph=mini_lang_dec / "graph", out=out, oracle=mini_lang_dec / "pdf_ali" / "dev.scp")
+    decode(DecodeConfig(**base, lmwts=[8.0, 9.0]))
+    decode(DecodeConfig(**base, lmwts=[10.0]))
+    assert sorted(p.name for p in (out / "hyp").iterdir()) == ["10.txt"]
+    assert sorted(p.name for p in (out / "ctm").iterdir()) == ["10.ctm"]
