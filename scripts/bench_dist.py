@@ -12,7 +12,8 @@ Four learners (``--nproc`` launcher, gloo) train the project's BLSTM on syntheti
 
 Usage: ``OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_dist.py [--hidden 128] [--blocks 48]``.
 The figures depend on the load of the machine: other processes on the same cores
-change them, so each figure is the best of ``--repeats`` runs, and the CPU time per
+change them, so each ratio is taken between neighbouring runs and the median over
+``--repeats`` is printed (with every repeat's value), and the CPU time per
 step (all threads of a learner, gossip included) is printed beside the wall time.
 With more learners than cores, communication is CPU work that no idle core can
 absorb: the overlap shows fully only where communication has its own resources.
@@ -144,7 +145,7 @@ def main() -> None:
     parser.add_argument("--factor", type=float, default=3.0, help="straggler slow-down")
     parser.add_argument("--emulate-accelerator", dest="accel_s", type=float, default=0.0, metavar="S",
                         help="add S seconds of idle CPU per step, as while a GPU computes (default: none)")
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each scenario (best of)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each scenario (median of the ratios)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -172,27 +173,35 @@ def main() -> None:
     fast = list(range(n - 1))
     names = ("adpsgd-nogossip", "adpsgd", "adpsgd-straggler", "ssgd", "ssgd-straggler")
     res = {k: raw[f"{k}.0"] for k in names}
-    # The best of the repeats: other processes on the shared cores only ever slow a run down.
-    step = {k: min(statistics.median(raw[f"{k}.{i}"][r]["step_s"] for r in range(n))
-                   for i in range(args.repeats)) for k in ("adpsgd", "adpsgd-nogossip")}
-    fps = {k: max(aggregate_fps(raw[f"{k}.{i}"]) for i in range(args.repeats)) for k in names}
-    cpu = {k: min(statistics.median(raw[f"{k}.{i}"][r]["cpu_per_step_s"] for r in range(n))
-                  for i in range(args.repeats)) for k in ("adpsgd", "adpsgd-nogossip")}
-    per_run = {k: [round(aggregate_fps(raw[f"{k}.{i}"]), 1) for i in range(args.repeats)] for k in names}
-    per_run_step = {k: [round(statistics.median(raw[f"{k}.{i}"][r]["step_s"] for r in range(n)), 4)
-                        for i in range(args.repeats)] for k in ("adpsgd", "adpsgd-nogossip")}
+    # Runs next to each other share the machine's load (other processes on the same
+    # cores): each ratio is taken within a repeat, and the median over repeats is kept.
+    def step_of(k: str, i: int, key: str = "step_s") -> float:
+        return statistics.median(raw[f"{k}.{i}"][r][key] for r in range(n))
+
+    reps = range(args.repeats)
+    step_ratios = [step_of("adpsgd", i) / step_of("adpsgd-nogossip", i) for i in reps]
+    cpu_ratios = [step_of("adpsgd", i, "cpu_per_step_s") / step_of("adpsgd-nogossip", i, "cpu_per_step_s")
+                  for i in reps]
+    adp_ratios = [aggregate_fps(raw[f"adpsgd-straggler.{i}"]) / aggregate_fps(raw[f"adpsgd.{i}"]) for i in reps]
+    ssgd_ratios = [aggregate_fps(raw[f"ssgd-straggler.{i}"]) / aggregate_fps(raw[f"ssgd.{i}"]) for i in reps]
+    step = {k: statistics.median(step_of(k, i) for i in reps) for k in ("adpsgd", "adpsgd-nogossip")}
+    cpu = {k: statistics.median(step_of(k, i, "cpu_per_step_s") for i in reps) for k in ("adpsgd", "adpsgd-nogossip")}
+    fps = {k: statistics.median(aggregate_fps(raw[f"{k}.{i}"]) for i in reps) for k in names}
     figures = {
         "learners": n, "cpu_cores": os.cpu_count(), "params": res["adpsgd"][0]["params"],
         "step_s_gossip": round(step["adpsgd"], 4), "step_s_no_gossip": round(step["adpsgd-nogossip"], 4),
-        "a_gossip_step_ratio": round(step["adpsgd"] / step["adpsgd-nogossip"], 3),
+        "a_gossip_step_ratio": round(statistics.median(step_ratios), 3),
+        "a_step_ratio_per_repeat": [round(v, 3) for v in step_ratios],
         "cpu_s_per_step_gossip": round(cpu["adpsgd"], 4), "cpu_s_per_step_no_gossip": round(cpu["adpsgd-nogossip"], 4),
-        "a_gossip_cpu_ratio": round(cpu["adpsgd"] / cpu["adpsgd-nogossip"], 3),
+        "a_gossip_cpu_ratio": round(statistics.median(cpu_ratios), 3),
+        "a_cpu_ratio_per_repeat": [round(v, 3) for v in cpu_ratios],
         "gossip_rounds_rank0": res["adpsgd"][0]["stats"].get("exchanged"),
         "gossip_comm_s_rank0": res["adpsgd"][0]["stats"].get("gossip_s"),
         "fps": {k: round(v, 1) for k, v in fps.items()},
-        "fps_per_repeat": per_run, "step_s_per_repeat": per_run_step,
-        "b_adpsgd_straggler_ratio": round(fps["adpsgd-straggler"] / fps["adpsgd"], 3),
-        "b_ssgd_straggler_ratio": round(fps["ssgd-straggler"] / fps["ssgd"], 3),
+        "b_adpsgd_straggler_ratio": round(statistics.median(adp_ratios), 3),
+        "b_adpsgd_ratio_per_repeat": [round(v, 3) for v in adp_ratios],
+        "b_ssgd_straggler_ratio": round(statistics.median(ssgd_ratios), 3),
+        "b_ssgd_ratio_per_repeat": [round(v, 3) for v in ssgd_ratios],
         "adpsgd_straggler_blocks": [r["stats"].get("blocks") for r in res["adpsgd-straggler"]],
         "adpsgd_fast_learner_step_s_with_straggler": round(
             statistics.median(res["adpsgd-straggler"][r]["step_s"] for r in fast), 4),
@@ -205,14 +214,16 @@ def main() -> None:
           f"({figures['params']} parameters), batch {args.batch} chunks per learner"
           + (f", {args.accel_s:g} s of emulated accelerator time per step" if args.accel_s else ""))
     print(f"(a) ADPSGD step time with gossip / without: {figures['a_gossip_step_ratio']:.3f} "
-          f"({figures['step_s_gossip']:.4f} s vs {figures['step_s_no_gossip']:.4f} s; target <= 1.10)")
+          f"({figures['step_s_gossip']:.4f} s vs {figures['step_s_no_gossip']:.4f} s; target <= 1.10; "
+          f"per repeat {figures['a_step_ratio_per_repeat']})")
     print(f"    CPU time per step (all threads of a learner), with / without: {figures['a_gossip_cpu_ratio']:.3f} "
           f"({figures['cpu_s_per_step_gossip']:.4f} s vs {figures['cpu_s_per_step_no_gossip']:.4f} s)")
     print(f"(b) aggregate frames/s with learner {n - 1} slowed {args.factor:g}x, over the same without:")
-    print(f"    ADPSGD {figures['b_adpsgd_straggler_ratio']:.3f} (target >= 0.7; blocks per learner "
-          f"{figures['adpsgd_straggler_blocks']})")
-    print(f"    SSGD   {figures['b_ssgd_straggler_ratio']:.3f} (falls towards 1/{args.factor:g})")
-    print(json.dumps(figures, indent=1))
+    print(f"    ADPSGD {figures['b_adpsgd_straggler_ratio']:.3f} (target >= 0.7; per repeat "
+          f"{figures['b_adpsgd_ratio_per_repeat']}; blocks per learner {figures['adpsgd_straggler_blocks']})")
+    print(f"    SSGD   {figures['b_ssgd_straggler_ratio']:.3f} (falls towards 1/{args.factor:g}; per repeat "
+          f"{figures['b_ssgd_ratio_per_repeat']})")
+    print(json.dumps(figures))
     if args.json:
         from asrtrain.core.atomic import write_text
 
