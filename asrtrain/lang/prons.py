@@ -5,7 +5,8 @@ A decoding graph that only knows isolated forms forces those frames onto other w
 Each training utterance's phone string (silence removed) is split into its words by
 dynamic programming, each word taking the stretch of phones closest (edit distance) to
 one of its lexicon pronunciations; a stretch that differs from every listed form becomes
-a variant when seen ``min_count`` times. Utterances whose split costs more than a third
+a variant when seen ``min_count`` times. A phone that fits either neighbour goes to the
+earlier word, where espeak puts it (THERE IS: D e@ r | I z). Utterances whose split costs more than a third
 of their phones are left out (a transcript and an alignment that disagree).
 """
 
@@ -51,7 +52,7 @@ def split_words(words: Sequence[str], phones: Sequence[str],
             for k in range(j + lo, min(j + hi, n) + 1):
                 stretch = phones[j:k]
                 c = cost[i][j] + min(edit_distance(f, stretch) for f in forms)
-                if c < cost[i + 1][k]:
+                if c <= cost[i + 1][k]:  # ties: the earlier word keeps the phone (linking r)
                     cost[i + 1][k], back[i + 1][k] = c, j
     if cost[len(words)][n] == inf:
         return None

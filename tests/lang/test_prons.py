@@ -20,6 +20,9 @@ def test_split_finds_in_context_forms():
     assert stretches == [("I", "z"), ("@",), ("k", "a", "t"), ("D", "e@", "r")]
     assert cost == 2
     assert split_words(["DOG"], ["d", "o", "g"], PRONS) is None
+    # a linking r fits THERE (D e@ r) or IS (r I z) equally: the earlier word keeps it
+    stretches, _ = split_words(["THERE", "IS"], ["D", "e@", "r", "I", "z"], PRONS)
+    assert stretches == [("D", "e@", "r"), ("I", "z")]
 
 
 def test_variants_need_min_count_and_agreeing_transcripts():
