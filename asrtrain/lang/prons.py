@@ -32,9 +32,12 @@ def edit_distance(a: Sequence[str], b: Sequence[str]) -> int:
 
 
 def split_words(words: Sequence[str], phones: Sequence[str],
-                prons: dict[str, list[tuple[str, ...]]]) -> tuple[list[tuple[str, ...]], int] | None:
+                prons: dict[str, list[tuple[str, ...]]],
+                cache: dict[tuple[str, tuple[str, ...]], int] | None = None
+                ) -> tuple[list[tuple[str, ...]], int] | None:
     """The phone stretch of each word, minimising the summed edit distance; None if a word
-    has no pronunciation or no split exists."""
+    has no pronunciation or no split exists. ``cache`` keeps distances across calls."""
+    cache = {} if cache is None else cache
     n = len(phones)
     inf = float("inf")
     cost = [[inf] * (n + 1) for _ in range(len(words) + 1)]
@@ -50,8 +53,11 @@ def split_words(words: Sequence[str], phones: Sequence[str],
             if cost[i][j] == inf:
                 continue
             for k in range(j + lo, min(j + hi, n) + 1):
-                stretch = phones[j:k]
-                c = cost[i][j] + min(edit_distance(f, stretch) for f in forms)
+                stretch = tuple(phones[j:k])
+                d = cache.get((w, stretch))
+                if d is None:
+                    d = cache[(w, stretch)] = min(edit_distance(f, stretch) for f in forms)
+                c = cost[i][j] + d
                 if c <= cost[i + 1][k]:  # ties: the earlier word keeps the phone (linking r)
                     cost[i + 1][k], back[i + 1][k] = c, j
     if cost[len(words)][n] == inf:
@@ -71,9 +77,10 @@ def learn_variants(utterances: Iterable[tuple[Sequence[str], Sequence[str]]],
     """New ``(word, pron)`` pairs from ``(words, phones)`` of training utterances."""
     seen: Counter[tuple[str, tuple[str, ...]]] = Counter()
     stats = {"utterances": 0, "used": 0, "unsplit": 0, "disagree": 0}
+    cache: dict[tuple[str, tuple[str, ...]], int] = {}
     for words, phones in utterances:
         stats["utterances"] += 1
-        got = split_words(words, phones, prons)
+        got = split_words(words, phones, prons, cache)
         if got is None:
             stats["unsplit"] += 1
             continue
