@@ -433,6 +433,9 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
                  "length_tolerance": tolerance, "layout": json.dumps(layout),
                  "options": json.dumps(options or {}, default=str),
                  "fingerprint": json.dumps(fingerprint({"layout": layout}), default=str)}
+        tree_id = _tree_id_beside(ali_scp)
+        if tree_id:
+            attrs["tree_id"] = tree_id
         for key, value in attrs.items():
             h5.attrs[key] = value
     summary = {"path": str(out), "utterances": len(index["utt_ids"]), "frames": int(moments.count),
@@ -440,6 +443,15 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
     log.info("archive %s: %d utterances, %d frames, %d chunks of %d, dim %d; %d skipped", out,
              summary["utterances"], summary["frames"], writer.written, chunk, dim, len(skipped))
     return summary
+
+
+def _tree_id_beside(ali: str | None) -> str | None:
+    """The id of the tree the pdf targets belong to (``tree_id`` beside the alignments, as
+    ``prepare lang`` writes it), so that a model and a graph can be checked against each other."""
+    if ali is None:
+        return None
+    marker = Path(str(ali)).parent / "tree_id"
+    return marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
 
 
 def _load(reader: Any, utt: str, where: Any) -> np.ndarray:

@@ -329,7 +329,8 @@ class Trainer:
 
     def _write_final(self) -> Path:
         meta = {"train_config": self.cfg.to_dict(), "epochs": self.cfg.epochs, "steps": self.step,
-                "history": self.history, "archive_header": _plain(self.archive.header)}
+                "history": self.history, "archive_header": _plain(self.archive.header),
+                "tree_id": self.archive.header.get("tree_id")}
         path = save_final(self.cfg.exp / "final.pt", self.model, self.archive.priors,
                           self.archive.layout, meta)
         log.info("final model written to %s", path)

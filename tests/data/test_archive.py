@@ -188,3 +188,31 @@ def test_not_an_archive(tmp_path: Path) -> None:
     (tmp_path / "text.h5").write_text("hello")
     with pytest.raises(InputError, match="not an HDF5 file"):
         _ = Archive(tmp_path / "text.h5").chunk
+
+
+def test_archive_records_the_tree_of_its_targets(tmp_path: Path) -> None:
+    """``tree_id`` beside the pdf alignments travels into the header (and so into final.pt),
+    where decode checks it against the graph's."""
+    import kaldiio
+
+    from asrtrain.data.archive import Archive, write_archive
+    from asrtrain.data.fuse import Stream
+    from asrtrain.decode.loglikes import model_tree_id
+
+    rng = np.random.default_rng(0)
+    ali_dir = tmp_path / "pdf_ali"
+    ali_dir.mkdir()
+    with kaldiio.WriteHelper(f"ark,scp:{tmp_path / 'f.ark'},{tmp_path / 'f.scp'}") as fw, \
+            kaldiio.WriteHelper(f"ark,scp:{ali_dir / 'a.ark'},{ali_dir / 'a.scp'}") as aw:
+        for utt in ("u1", "u2"):
+            fw(utt, rng.normal(size=(30, 4)).astype(np.float32))
+            aw(utt, rng.integers(0, 5, size=30).astype(np.int32))
+    write_archive(tmp_path / "no_tree.h5", [Stream("f", tmp_path / "f.scp")],
+                  ali_scp=str(ali_dir / "a.scp"), num_pdfs=5)
+    assert "tree_id" not in Archive(tmp_path / "no_tree.h5").header
+    (ali_dir / "tree_id").write_text("0123456789abcdef\n")
+    write_archive(tmp_path / "a.h5", [Stream("f", tmp_path / "f.scp")],
+                  ali_scp=str(ali_dir / "a.scp"), num_pdfs=5)
+    header = Archive(tmp_path / "a.h5").header
+    assert header["tree_id"] == "0123456789abcdef"
+    assert model_tree_id({"tree_id": header["tree_id"]}) == "0123456789abcdef"
