@@ -102,6 +102,12 @@ class DistributedStrategy(Strategy):
             net = DDP(model, device_ids=ids, process_group=self.groups.super, **_no_buffer_sync())
             self.ddp = net
         if self.layout.num_super > 1:
+            if self.backend == "nccl":
+                # NCCL connects lazily, and a first point-to-point op on a group that not
+                # all its ranks join can hang: connect the gossip groups with one collective.
+                for grp in (self.groups.gossip, self.groups.super_gossip):
+                    if grp is not None:
+                        dist.all_reduce(torch.zeros(1, device=self.device), group=grp)
             self.gossip = Gossip([p for p in model.parameters()], self.groups, self.store, self.heartbeat,
                                  self.cfg.topology, self.cfg.gossip_seed, self.cfg.reshuffle_every)
             if self._resume_rounds is not None:
