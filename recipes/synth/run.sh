@@ -45,6 +45,7 @@ layers=6
 proj=256
 epochs=16
 batch=256
+base_batch=256
 lr=0.1
 warmup_epochs=10
 strategy=h-adpsgd
@@ -133,7 +134,7 @@ if want_stage 5; then
     $train_cmd --nproc "$nproc" "$model/log/run.log" \
       asrtrain train "$archives/train.h5" "$model" --valid "$archives/dev.h5" \
         --hidden "$hidden" --layers "$layers" --proj "$proj" --epochs "$epochs" --batch "$batch" \
-        --lr "$lr" --warmup-epochs "$warmup_epochs" --seed "$seed" \
+        --base-batch "$base_batch" --lr "$lr" --warmup-epochs "$warmup_epochs" --seed "$seed" \
         --strategy "$strategy" --nproc "$nproc" --group-size "$group_size" --topology "$topology"
 fi
 
