@@ -8,10 +8,10 @@ command line always wins, and ``show_default`` help stays truthful.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Any
 
+import tomllib
 import yaml
 
 from asrtrain.core.atomic import write_text
