@@ -16,8 +16,10 @@ BATCH=256
 
 set -euo pipefail
 MASTER_ADDR=${HOSTS%%,*}
+group_opt=()   # super-learners (one per host) exist only in H-ADPSGD
+if [ "$STRATEGY" = h-adpsgd ]; then group_opt=(--group-size "$PER_NODE"); fi
 # MPICH sets PMI_RANK/PMI_SIZE/MPI_LOCALRANKID/MPI_LOCALNRANKS for each learner.
 mpiexec -n "$NP" -ppn "$PER_NODE" -hosts "$HOSTS" \
   -genv MASTER_ADDR "$MASTER_ADDR" -genv MASTER_PORT "${MASTER_PORT:-29500}" -genv OMP_NUM_THREADS 1 \
   asrtrain train "$ARCHIVE" "$EXP" --valid "$VALID" --strategy "$STRATEGY" \
-    --epochs "$EPOCHS" --batch "$BATCH" --group-size "$PER_NODE"
+    --epochs "$EPOCHS" --batch "$BATCH" "${group_opt[@]}"
