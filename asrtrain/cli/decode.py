@@ -29,11 +29,16 @@ from asrtrain.cli.options import config_option, resolved_params
 @click.option("--oracle", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Decode from pdf alignments (lang/pdf_ali/<split>.scp) instead of a model: "
                    "tests the graph. MODEL and DATA may then be '-'.")
+@click.option("--tid2pdf", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Transition-id -> pdf map (lines 'tid pdf [phone [hmm-state]]', from Kaldi's "
+                   "show-transitions) for a Kaldi graph (utils/mkgraph.sh) whose input labels "
+                   "are transition-ids.")
 @click.pass_context
 def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, nj: int,
            acwt: float, beam: float, max_active: int, lmwt: str, text: Path | None,
-           oracle: Path | None, config: str | None) -> None:
-    """Decode DATA (an archive .h5) with MODEL (final.pt) on GRAPH (lang/graph).
+           oracle: Path | None, tid2pdf: Path | None, config: str | None) -> None:
+    """Decode DATA (an archive .h5) with MODEL (final.pt) on GRAPH (lang/graph, or a Kaldi
+    graph dir with --tid2pdf).
 
     Writes OUT/hyp/<lmwt>.txt, OUT/ctm/<lmwt>.ctm, OUT/log/ and, with --text, OUT/ref.txt;
     then `asrtrain score --sweep OUT` gives the WER per LM weight.
@@ -50,7 +55,8 @@ def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, 
                 raise InputError(f"{what} not found (give a file, or use --oracle)", p)
     cfg = DecodeConfig(graph=graph, out=out, model=None if model == none else model,
                        data=None if data == none else data, oracle=oracle, nj=nj, acwt=acwt,
-                       beam=beam, max_active=max_active, lmwts=parse_lmwt(lmwt, acwt), text=text)
+                       beam=beam, max_active=max_active, lmwts=parse_lmwt(lmwt, acwt), text=text,
+                       tid2pdf=tid2pdf)
     with command_run("decode", out, resolved_params(ctx)):
         figures = run_decode(cfg)
     click.echo(f"{out}: {figures['utterances']} utterances, real-time factor "

@@ -106,14 +106,24 @@ def word_spans(words: list[str], phones: list[tuple[int, int, int]],
     return spans[::-1]
 
 
-def ctm_lines(utt: str, path: BestPath, words: dict[int, str], pdf_info: list[tuple[int, int]],
-              silence: set[int], prons: dict[str, list[tuple[int, ...]]]) -> list[str]:
-    """CTM lines ``utt 1 start dur WORD`` of one utterance."""
+def ctm_lines(utt: str, path: BestPath, words: dict[int, str],
+              pdf_info: list[tuple[int, int]] | None, silence: set[int],
+              prons: dict[str, list[tuple[int, ...]]]) -> list[str]:
+    """CTM lines ``utt 1 start dur WORD`` of one utterance.
+
+    ``pdf_info`` gives (phone, HMM state) per input label − 1 (a pdf, or a Kaldi
+    transition-id); None when unknown (a Kaldi graph without phones in its map, or
+    without ``phones/align_lexicon.int``): then every word spans from the frame where
+    its label is emitted to the next word's (an approximation: determinization moves
+    labels, so a word may start a few frames early or late, and trailing silence counts
+    towards the last word)."""
     names = [words.get(w, f"#{w}") for w in path.words]
     if not names:
         return []
-    segs = [s for s in phone_segments(path.pdfs, pdf_info) if s[0] not in silence]
-    spans = word_spans(names, segs, prons)
+    spans = None
+    if pdf_info is not None:
+        segs = [s for s in phone_segments(path.pdfs, pdf_info) if s[0] not in silence]
+        spans = word_spans(names, segs, prons)
     if spans is None:  # fall back on the label positions
         starts = path.word_frames
         ends = starts[1:] + [len(path.pdfs)]

@@ -22,6 +22,7 @@ import numpy as np
 
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import ConfigError, InputError
+from asrtrain.decode.graph_dir import GraphInfo, load_tid2pdf
 
 log = logging.getLogger("asrtrain.decode")
 
@@ -41,6 +42,7 @@ class DecodeConfig:
     max_active: int = 7000
     lmwts: list[float] = field(default_factory=lambda: [float(w) for w in range(8, 16)])
     text: Path | None = None
+    tid2pdf: Path | None = None
 
 
 def parse_lmwt(spec: str | None, acwt: float) -> list[float]:
@@ -67,57 +69,46 @@ def lmwt_name(w: float) -> str:
     return f"{w:g}"
 
 
-@dataclass
-class GraphInfo:
-    """The graph directory: HCLG path, words, tree (pdf → phone/state), identity."""
-
-    path: Path
-    num_pdfs: int
-    tree_id: str
-    words: dict[int, str]
-    pdf_info: list[tuple[int, int]]
-    silence: set[int]
-    prons: dict[str, list[tuple[int, ...]]]
-    sizes: dict[str, Any]
-
-    @classmethod
-    def load(cls, graph_dir: Path) -> GraphInfo:
-        from asrtrain.decode.ctm import read_align_lexicon
-        from asrtrain.lang.lexicon import read_symbols
-
-        graph_dir = Path(graph_dir)
-        for name in ("HCLG.fst", "info.json", "words.txt", "tree", "phones.txt", "align_lexicon.txt"):
-            if not (graph_dir / name).exists():
-                raise InputError(f"not a graph directory: {name} is missing", graph_dir)
-        info = json.loads((graph_dir / "info.json").read_text(encoding="utf-8"))
-        tree = json.loads((graph_dir / "tree").read_text(encoding="utf-8"))
-        phones = read_symbols(graph_dir / "phones.txt")
-        pdf_info = [(int(a), int(b)) for a, b in tree["pdf_info"]]
-        if len(pdf_info) != int(info["num_pdfs"]):
-            raise InputError(f"tree has {len(pdf_info)} pdfs, info.json says {info['num_pdfs']}",
-                             graph_dir)
-        return cls(path=graph_dir, num_pdfs=int(info["num_pdfs"]), tree_id=str(info["tree_id"]),
-                   words={i: w for w, i in read_symbols(graph_dir / "words.txt").items()},
-                   pdf_info=pdf_info, silence={phones[info.get("silence", "sil")]},
-                   prons=read_align_lexicon(graph_dir / "align_lexicon.txt", phones),
-                   sizes=info.get("sizes", {}))
-
-
-def make_scorer(cfg: DecodeConfig, num_pdfs: int):
-    """The oracle scorer (``--oracle``) or the model scorer."""
+def make_scorer(cfg: DecodeConfig, num_pdfs: int | None, tmap: Any = None):
+    """The oracle scorer (``--oracle``) or the model scorer; ``num_pdfs`` None (a Kaldi
+    graph without ``num_pdfs``): the model's outputs, or for the oracle the map's pdfs."""
     from asrtrain.decode.loglikes import ModelScorer, OracleScorer
 
     if cfg.oracle is not None:
+        if num_pdfs is None:
+            num_pdfs = int(tmap.columns().max()) + 1
         return OracleScorer(cfg.oracle, num_pdfs)
     if cfg.model is None or cfg.data is None:
         raise ConfigError("decode needs MODEL and DATA (an archive), or --oracle ALI.scp")
     return ModelScorer(cfg.model, cfg.data, num_pdfs)
 
 
-def check_identity(cfg: DecodeConfig, graph: GraphInfo, scorer: Any) -> None:
+def open_inputs(cfg: DecodeConfig) -> tuple[GraphInfo, Any, Any]:
+    """Graph, transition-id map (or None) and scorer, checked against each other."""
+    from asrtrain.decode.kaldi_graph import check_tid2pdf
+
+    graph = GraphInfo.load(cfg.graph)
+    tmap = load_tid2pdf(cfg.tid2pdf, graph)
+    scorer = make_scorer(cfg, graph.num_pdfs, tmap)
+    if tmap is not None:
+        check_tid2pdf(tmap, scorer.num_pdfs)
+    return graph, tmap, scorer
+
+
+def check_identity(cfg: DecodeConfig, graph: GraphInfo, scorer: Any, tmap: Any = None) -> None:
     """Refuse a graph built for another tree than the model's (or the alignments')."""
+    from asrtrain.decode.kaldi_graph import check_tid2pdf, max_ilabel
     from asrtrain.decode.loglikes import model_tree_id
 
+    top = max_ilabel(graph.path / "HCLG.fst") if tmap is not None else None
+    if tmap is not None:
+        check_tid2pdf(tmap, scorer.num_pdfs, top)
+    if graph.kaldi:
+        log.warning("%s is a Kaldi graph (no info.json): cannot verify that it was built for the "
+                    "model's tree; %s and the model must come from the same Kaldi model%s",
+                    graph.path, cfg.tid2pdf, "" if top is not None else
+                    " (VectorFst: input labels not checked against the map)")
+        return
     if cfg.oracle is not None:
         marker = Path(cfg.oracle).parent / "tree_id"
         other = marker.read_text(encoding="utf-8").strip() if marker.exists() else None
@@ -160,16 +151,16 @@ class JobStats:
 def run_job(job: int, utts: list[str], cfg: DecodeConfig, progress: Any = None) -> JobStats:
     """Score and decode ``utts``; write this job's hyps and CTMs; return its stats."""
     import kaldi_decoder
-    import kaldifst
 
     from asrtrain.decode.ctm import ctm_lines, read_best_path
+    from asrtrain.decode.kaldi_graph import expand, read_hclg
     from asrtrain.decode.loglikes import check_scores
 
     handler = _job_log(cfg.out, job)
     try:
-        graph = GraphInfo.load(cfg.graph)
-        scorer = make_scorer(cfg, graph.num_pdfs)
-        fst = kaldifst.StdConstFst.read(str(graph.path / "HCLG.fst"))
+        graph, tmap, scorer = open_inputs(cfg)
+        labels = graph.label_info(tmap)
+        fst = read_hclg(graph.path / "HCLG.fst")
         decoder = kaldi_decoder.FasterDecoder(
             fst, kaldi_decoder.FasterDecoderOptions(beam=cfg.beam, max_active=cfg.max_active))
         stats = JobStats()
@@ -177,7 +168,9 @@ def run_job(job: int, utts: list[str], cfg: DecodeConfig, progress: Any = None) 
         ctms: dict[float, list[str]] = {w: [] for w in cfg.lmwts}
         for utt in utts:
             t0 = time.perf_counter()
-            scores = check_scores(utt, scorer(utt), graph.num_pdfs, cfg.model or cfg.oracle)
+            scores = check_scores(utt, scorer(utt), scorer.num_pdfs, cfg.model or cfg.oracle)
+            if tmap is not None:
+                scores = expand(scores, tmap)
             stats.score_seconds += time.perf_counter() - t0
             stats.utterances += 1
             stats.frames += scores.shape[0]
@@ -199,7 +192,7 @@ def run_job(job: int, utts: list[str], cfg: DecodeConfig, progress: Any = None) 
                     continue
                 path = read_best_path(lattice)
                 hyps[w].append(" ".join([utt] + [graph.words.get(x, f"#{x}") for x in path.words]))
-                ctms[w].extend(ctm_lines(utt, path, graph.words, graph.pdf_info, graph.silence,
+                ctms[w].extend(ctm_lines(utt, path, graph.words, labels, graph.silence,
                                          graph.prons))
             if progress is not None:
                 progress(1)
@@ -297,9 +290,8 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
 
     if cfg.nj < 1:
         raise ConfigError(f"--nj must be at least 1, got {cfg.nj}")
-    graph = GraphInfo.load(cfg.graph)
-    scorer = make_scorer(cfg, graph.num_pdfs)
-    check_identity(cfg, graph, scorer)
+    graph, tmap, scorer = open_inputs(cfg)
+    check_identity(cfg, graph, scorer, tmap)
     utts = scorer.utterances()
     if not utts:
         raise InputError("no utterances to decode", cfg.oracle or cfg.data)

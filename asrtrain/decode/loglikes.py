@@ -85,7 +85,7 @@ def log_priors(priors: np.ndarray | None, num_pdfs: int, where: Any) -> np.ndarr
 class ModelScorer:
     """log posterior − log prior of a ``final.pt`` on the utterances of an archive."""
 
-    def __init__(self, model_path: Path, archive_path: Path, num_pdfs: int) -> None:
+    def __init__(self, model_path: Path, archive_path: Path, num_pdfs: int | None) -> None:
         import torch
 
         from asrtrain.data.archive import Archive
@@ -93,6 +93,8 @@ class ModelScorer:
 
         self.final = load_final(model_path)
         self.model_path = Path(model_path)
+        if num_pdfs is None:  # a Kaldi graph without num_pdfs: the tid→pdf map is checked instead
+            num_pdfs = int(self.final.config.num_pdfs)
         if self.final.config.num_pdfs != num_pdfs:
             raise InputError(f"the model has {self.final.config.num_pdfs} outputs, the graph "
                              f"{num_pdfs} pdfs: graph and model come from different trees",
