@@ -177,13 +177,14 @@ def train(ctx: click.Context, archive: Path, exp: Path, valid: Path | None, epoc
         run(cfg, dist)
         return
     with command_run("train", exp, resolved_params(ctx), config_name="config.yaml",
-                     extra_fingerprint={"strategy": strategy}):
+                     extra_fingerprint={"strategy": strategy}) as this_run:
         if distributed:
             from asrtrain.distributed.entry import run
 
-            run(cfg, dist)
+            result = run(cfg, dist, main_log=this_run.log_path)
         else:
             from asrtrain.train.trainer import train as run_training
 
             result = run_training(cfg)
+        if result is not None and getattr(result, "final_path", None) is not None:
             click.echo(f"final model: {result.final_path}")

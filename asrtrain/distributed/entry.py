@@ -11,32 +11,37 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from asrtrain.core.errors import AsrtrainError, ConfigError
 from asrtrain.distributed.config import DistConfig
 from asrtrain.distributed.launch import Placement, detect, init_worker, launch_local
+from asrtrain.distributed.logs import LogSpec, learner_logging, parent_spec
 
 log = logging.getLogger("asrtrain.distributed")
 
 
-def run_job(fn: Callable[..., Any], dist_cfg: DistConfig, *args: Any, seed: int = 0) -> Any:
+def run_job(fn: Callable[..., Any], dist_cfg: DistConfig, *args: Any, seed: int = 0,
+            logs: LogSpec | None = None) -> Any:
     """Run ``fn(strategy, *args)`` on every learner; returns rank 0's result.
 
     Launches ``nproc`` local workers when ``nproc`` > 1 and no launcher started
-    this process; otherwise this process is one worker of the job.
+    this process; otherwise this process is one worker of the job. ``logs``: where
+    each learner logs (:func:`asrtrain.distributed.logs.learner_logging`).
     """
     if dist_cfg.nproc > 1 and detect() is None:
-        results = launch_local(dist_cfg.nproc, _worker, (fn, dist_cfg, args, seed),
+        results = launch_local(dist_cfg.nproc, _worker, (fn, dist_cfg, args, seed, logs),
                                run_id=f"asrtrain-{os.getpid()}")
         return results.get(0)
     if detect() is None and dist_cfg.nproc == 1:
         raise AsrtrainError(f"--strategy {dist_cfg.strategy} needs several learners: give --nproc N "
                             "or start the job with torchrun, mpiexec or srun")
-    return _worker(fn, dist_cfg, args, seed)
+    return _worker(fn, dist_cfg, args, seed, logs)
 
 
-def _worker(fn: Callable[..., Any], dist_cfg: DistConfig, args: tuple[Any, ...], seed: int) -> Any:
+def _worker(fn: Callable[..., Any], dist_cfg: DistConfig, args: tuple[Any, ...], seed: int,
+            logs: LogSpec | None = None) -> Any:
     """One learner: join the job, build the strategy, run ``fn``, leave cleanly.
 
     Under the elastic launcher an exception is recorded for the agent, so the
@@ -45,16 +50,23 @@ def _worker(fn: Callable[..., Any], dist_cfg: DistConfig, args: tuple[Any, ...],
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):
         from torch.distributed.elastic.multiprocessing.errors import record
 
-        return record(_learner)(fn, dist_cfg, args, seed)
-    return _learner(fn, dist_cfg, args, seed)
+        return record(_learner)(fn, dist_cfg, args, seed, logs)
+    return _learner(fn, dist_cfg, args, seed, logs)
 
 
-def _learner(fn: Callable[..., Any], dist_cfg: DistConfig, args: tuple[Any, ...], seed: int) -> Any:
+def _learner(fn: Callable[..., Any], dist_cfg: DistConfig, args: tuple[Any, ...], seed: int,
+             logs: LogSpec | None = None) -> Any:
+    place, store = init_worker(dist_cfg.backend, dist_cfg.timeout_s)
+    with learner_logging(logs, place.rank):
+        return _learn(fn, dist_cfg, args, seed, place, store)
+
+
+def _learn(fn: Callable[..., Any], dist_cfg: DistConfig, args: tuple[Any, ...], seed: int,
+           place: Placement, store: Any) -> Any:
     import torch.distributed as dist
 
     from asrtrain.distributed.strategy import DistributedStrategy
 
-    place, store = init_worker(dist_cfg.backend, dist_cfg.timeout_s)
     strategy = DistributedStrategy(dist_cfg, place, store, seed=seed)
     try:
         return fn(strategy, *args)
@@ -78,8 +90,12 @@ def _train(strategy: Any, train_cfg: Any) -> Any:
     return train(train_cfg, strategy=strategy)
 
 
-def run(train_cfg: Any, dist_cfg: DistConfig) -> Any:
-    """Train with ``dist_cfg``'s strategy; returns what rank 0's trainer returned."""
+def run(train_cfg: Any, dist_cfg: DistConfig, main_log: Path | None = None) -> Any:
+    """Train with ``dist_cfg``'s strategy; returns what rank 0's trainer returned.
+
+    Every learner logs to ``EXP/log/train.rank<R>.log``; rank 0 also to the console
+    and to ``main_log`` (the command's run log).
+    """
     if dist_cfg.strategy == "single":
         place = detect()
         if dist_cfg.nproc > 1 or (place is not None and place.world_size > 1):
@@ -88,7 +104,8 @@ def run(train_cfg: Any, dist_cfg: DistConfig) -> Any:
         from asrtrain.train.trainer import train
 
         return train(train_cfg)
-    return run_job(_train, dist_cfg, train_cfg, seed=int(getattr(train_cfg, "seed", 0)))
+    logs = parent_spec(Path(train_cfg.exp) / "log", main_log)
+    return run_job(_train, dist_cfg, train_cfg, seed=int(getattr(train_cfg, "seed", 0)), logs=logs)
 
 
 def expected_placement(dist_cfg: DistConfig) -> Placement:

@@ -33,14 +33,48 @@ def archives(tmp_path_factory) -> tuple[Path, Path]:
     return write(root / "train.h5", 60, seed=0), write(root / "valid.h5", 20, seed=1)
 
 
-def _train(train: Path, valid: Path, exp: Path, *args: str) -> list[dict]:
+def _run(train: Path, valid: Path, exp: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "PMI_RANK")}
     env["OMP_NUM_THREADS"] = "1"
     proc = subprocess.run([str(ASRTRAIN), "train", str(train), str(exp), "--valid", str(valid), *TINY, *args],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _epochs(exp: Path) -> list[dict]:
     rows = [json.loads(line) for line in (exp / "metrics.jsonl").read_text().splitlines()]
     return [r for r in rows if r["kind"] == "epoch"]
+
+
+def _train(train: Path, valid: Path, exp: Path, *args: str) -> list[dict]:
+    _run(train, valid, exp, *args)
+    return _epochs(exp)
+
+
+EPOCH_LINE = re.compile(r"INFO .*epoch (\d): train loss \d+\.\d+ acc [\d.]+% \| held-out loss")
+
+
+def test_nproc_training_shows_progress_and_logs_every_rank(archives, tmp_path):
+    """Rank 0's epoch lines on stderr and in the run log; each rank's own log; no rank-1 chatter."""
+    train, valid = archives
+    exp = tmp_path / "exp"
+    proc = _run(train, valid, exp, "--strategy", "adpsgd", "--nproc", "2", "--epochs", "2")
+    assert [m.group(1) for m in EPOCH_LINE.finditer(proc.stderr)] == ["1", "2"], proc.stderr
+    assert "final model: " in proc.stdout
+    assert "rank 1" not in proc.stderr  # the other learners' console shows warnings only
+    run_log = [p for p in (exp / "log").glob("train.*.log") if ".rank" not in p.name]
+    assert len(run_log) == 1
+    main_text = run_log[0].read_text()
+    assert [m.group(1) for m in EPOCH_LINE.finditer(main_text)] == ["1", "2"]
+    assert main_text.rstrip().endswith("exit status 0")  # the footer still comes last
+    rank0 = (exp / "log" / "train.rank0.log").read_text()
+    rank1 = (exp / "log" / "train.rank1.log").read_text()
+    assert [m.group(1) for m in EPOCH_LINE.finditer(rank0)] == ["1", "2"]
+    for r, text in ((0, rank0), (1, rank1)):
+        assert text.startswith(f"# learner rank {r},")
+        assert [int(e) for e in re.findall(rf"rank {r} epoch (\d): ", text)] == [1, 2], text
+        assert re.search(r"asrtrain.progress: epoch 2/2: \d+", text)  # the progress line at the epoch's end
 
 
 def test_h_adpsgd_trains_through_the_cli(archives, tmp_path):
