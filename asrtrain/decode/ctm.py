@@ -58,12 +58,14 @@ def read_best_path(lattice) -> BestPath:  # lattice: kaldifst.Lattice (linear)
 
 def phone_segments(pdfs: list[int], pdf_info: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
     """``(phone, first_frame, num_frames)``: a new phone where the phone changes or the
-    HMM state goes back (a phone repeated across a word boundary)."""
+    HMM re-enters its first state (a phone repeated across a word boundary). Every phone
+    starts in state 0 and no topology returns to it (Kaldi's silence moves back among
+    states 1–3 within one phone), so "back to 0" and not "state decreased" marks a new one."""
     segs: list[list[int]] = []
     prev_phone, prev_state = -1, -1
     for t, pdf in enumerate(pdfs):
         phone, state = pdf_info[pdf]
-        if phone != prev_phone or state < prev_state:
+        if phone != prev_phone or (state == 0 and prev_state > 0):
             segs.append([phone, t, 0])
         segs[-1][2] += 1
         prev_phone, prev_state = phone, state

@@ -231,3 +231,13 @@ def test_cli_decodes_a_kaldi_graph_dir_and_warns_once(kaldi, mini_lang_dec, ours
     assert _read(out, "hyp", "12") == _read(ours_oracle, "hyp", "12")
     logs = "".join(p.read_text() for p in (out / "log").glob("*.log"))
     assert logs.count("is a Kaldi graph (no info.json): cannot verify") == 1
+
+
+def test_phone_segments_follow_kaldi_topologies():
+    from asrtrain.decode.ctm import phone_segments
+
+    info = [(5, 0), (5, 1), (5, 2), (5, 3), (7, 0), (7, 1), (7, 2)]     # label-1 -> (phone, state)
+    # Kaldi's silence moves back among states 1-3 inside one phone: still one segment
+    assert phone_segments([0, 1, 2, 1, 3, 2, 3], info) == [(5, 0, 7)]
+    # the same phone twice (across a word boundary) re-enters state 0
+    assert phone_segments([4, 5, 6, 4, 4, 6, 0], info) == [(7, 0, 3), (7, 3, 3), (5, 6, 1)]
