@@ -1,16 +1,15 @@
 """Decoding a Kaldi-style graph: transition-id input labels, ``--tid2pdf``, no info.json.
 
-The Kaldi graph is our own HCLG relabelled the way Kaldi's transition model labels it:
-every pdf gets two transition-ids (self-loop and forward, numbered in a shuffled order),
-each arc takes its pdf's self-loop id when it is a self-loop, else the forward id. The
-search space and costs are unchanged, so the hypotheses must be the same as ours.
+The Kaldi graph is our own HCLG relabelled the way Kaldi's transition model labels it
+(``asrtrain.decode.kaldi_style``): every pdf gets two transition-ids (self-loop and
+forward, numbered in a shuffled order), each arc takes its pdf's self-loop id when it is
+a self-loop, else the forward id. The search space and costs are unchanged, so the
+hypotheses must be the same as ours.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,70 +19,20 @@ from click.testing import CliRunner
 from asrtrain.core.errors import InputError
 from asrtrain.decode.decoder import DecodeConfig, decode
 from asrtrain.decode.kaldi_graph import expand, fst_type, read_tid2pdf
+from asrtrain.decode.kaldi_style import write_kaldi_graph, write_tid2pdf
 
 
 def _kaldi_graph(lang: Path, out: Path, fst_kind: str = "const") -> tuple[Path, np.ndarray]:
-    """A mkgraph.sh-style copy of ``lang/graph``; returns (dir, tid → pdf array, index 0 unused)."""
-    import kaldifst
-
-    from asrtrain.lang.fstio import read_const, write_const
-    from asrtrain.lang.lexicon import read_symbols
-
-    graph = lang / "graph"
-    num_pdfs = int((lang / "num_pdfs").read_text())
-    perm = np.random.default_rng(3).permutation(2 * num_pdfs)
-    tid = perm.reshape(num_pdfs, 2) + 1                  # tid[p, 0] self-loop, tid[p, 1] forward
-    tid2pdf = np.full(2 * num_pdfs + 1, -1)
-    tid2pdf[tid.reshape(-1)] = np.repeat(np.arange(num_pdfs), 2)
-    arcs = read_const(graph / "HCLG.fst")
-    real = arcs.il > 0
-    pdf = arcs.il[real] - 1
-    arcs.il[real] = tid[pdf, (arcs.src[real] != arcs.dst[real]).astype(int)]
-    out.mkdir(parents=True)
-    write_const(arcs, out / "HCLG.fst")
-    if fst_kind == "vector":
-        kaldifst.StdVectorFst(kaldifst.StdConstFst.read(str(out / "HCLG.fst"))).write(
-            str(out / "HCLG.fst"))
-    shutil.copy(graph / "words.txt", out / "words.txt")
-    shutil.copy(graph / "phones.txt", out / "phones.txt")
-    (out / "num_pdfs").write_text(f"{num_pdfs}\n")
-    phones, words = read_symbols(graph / "phones.txt"), read_symbols(graph / "words.txt")
-    (out / "phones").mkdir()
-    (out / "phones/word_boundary.int").write_text("".join(
-        f"{i} {'nonword' if p == 'sil' else 'internal'}\n" for p, i in phones.items() if i > 0))
-    rows = [ln.split() for ln in (graph / "align_lexicon.txt").read_text().splitlines() if ln.strip()]
-    (out / "phones/align_lexicon.int").write_text(
-        f"0 0 {phones['sil']}\n" + "".join(f"{words[r[0]]} {words[r[0]]} "
-                                           + " ".join(str(phones[p]) for p in r[1:]) + "\n"
-                                           for r in rows))
+    tid2pdf = write_kaldi_graph(lang, out, fst_kind)
     return out, tid2pdf
-
-
-def _write_map(path: Path, lang: Path, tid2pdf: np.ndarray, phones: bool) -> Path:
-    """``tid pdf`` lines (or ``tid pdf phone hmm-state`` as show-transitions tells them)."""
-    names = {i: p for p, i in (_symbols(lang / "graph" / "phones.txt")).items()}
-    info = json.loads((lang / "graph" / "tree").read_text())["pdf_info"]
-    lines = []
-    for t in range(len(tid2pdf) - 1, 0, -1):                     # any order is accepted
-        p = int(tid2pdf[t])
-        extra = f" {names[info[p][0]]} {info[p][1]}" if phones else ""
-        lines.append(f"{t} {p}{extra}\n")
-    path.write_text("".join(lines))
-    return path
-
-
-def _symbols(path: Path) -> dict[str, int]:
-    from asrtrain.lang.lexicon import read_symbols
-
-    return read_symbols(path)
 
 
 @pytest.fixture(scope="module")
 def kaldi(mini_lang_dec, tmp_path_factory):
     work = tmp_path_factory.mktemp("kaldi_graph")
     graph, tid2pdf = _kaldi_graph(mini_lang_dec, work / "graph")
-    full = _write_map(work / "tid2pdf_phones", mini_lang_dec, tid2pdf, phones=True)
-    short = _write_map(work / "tid2pdf", mini_lang_dec, tid2pdf, phones=False)
+    full = write_tid2pdf(work / "tid2pdf_phones", mini_lang_dec, tid2pdf, with_phones=True)
+    short = write_tid2pdf(work / "tid2pdf", mini_lang_dec, tid2pdf, with_phones=False)
     return graph, full, short, tid2pdf
 
 
@@ -241,3 +190,17 @@ def test_phone_segments_follow_kaldi_topologies():
     assert phone_segments([0, 1, 2, 1, 3, 2, 3], info) == [(5, 0, 7)]
     # the same phone twice (across a word boundary) re-enters state 0
     assert phone_segments([4, 5, 6, 4, 4, 6, 0], info) == [(7, 0, 3), (7, 3, 3), (5, 6, 1)]
+
+
+def test_kaldi_style_copy_relabels_every_arc_through_its_pdf(kaldi, mini_lang_dec):
+    from asrtrain.lang.fstio import read_const
+
+    graph, _, _, tid2pdf = kaldi
+    ours, theirs = read_const(mini_lang_dec / "graph/HCLG.fst"), read_const(graph / "HCLG.fst")
+    key = np.lexsort((ours.dst, ours.ol, ours.src)), np.lexsort((theirs.dst, theirs.ol, theirs.src))
+    a, b = (ours.il[key[0]], ours.src[key[0]]), (theirs.il[key[1]], theirs.src[key[1]])
+    np.testing.assert_array_equal(a[1], b[1])
+    eps = a[0] == 0
+    np.testing.assert_array_equal(b[0][eps], 0)
+    np.testing.assert_array_equal(tid2pdf[b[0][~eps]], a[0][~eps] - 1)   # pdf(tid) = ilabel - 1
+    assert np.sort(np.unique(b[0][~eps])).size > np.unique(a[0][~eps]).size  # both tids used
