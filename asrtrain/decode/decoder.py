@@ -3,9 +3,10 @@
 Each job scores its utterances once (model or oracle) and runs kaldi-decoder's
 FasterDecoder once per LM weight w with acoustic scale 1/w: that is Kaldi's
 ``lattice-scale --inv-acoustic-scale=w`` (graph costs weighted w against the acoustics)
-without lattices. Jobs write their part under ``OUT/split<J>/<j>/`` and a log
-``OUT/log/decode.<j>.log``; the parts are merged into ``OUT/hyp/<w>.txt`` and
-``OUT/ctm/<w>.ctm`` once every job has finished.
+without lattices. On a Kaldi graph (transition-id input labels) each pass first gathers
+the scaled pdf scores into one column per transition-id (``--tid2pdf``). Jobs write
+their part under ``OUT/split<J>/<j>/`` and a log ``OUT/log/decode.<j>.log``; the parts
+are merged into ``OUT/hyp/<w>.txt`` and ``OUT/ctm/<w>.ctm`` once every job has finished.
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ def check_identity(cfg: DecodeConfig, graph: GraphInfo, scorer: Any, tmap: Any =
         check_tid2pdf(tmap, scorer.num_pdfs, top)
     if graph.kaldi:
         log.warning("%s is a Kaldi graph (no info.json): cannot verify that it was built for the "
-                    "model's tree; %s and the model must come from the same Kaldi model%s",
+                    "tree of the scores; %s and the model (or alignments) must come from the "
+                    "same Kaldi model%s",
                     graph.path, cfg.tid2pdf, "" if top is not None else
                     " (VectorFst: input labels not checked against the map)")
         return
@@ -169,14 +171,16 @@ def run_job(job: int, utts: list[str], cfg: DecodeConfig, progress: Any = None) 
         for utt in utts:
             t0 = time.perf_counter()
             scores = check_scores(utt, scorer(utt), scorer.num_pdfs, cfg.model or cfg.oracle)
-            if tmap is not None:
-                scores = expand(scores, tmap)
             stats.score_seconds += time.perf_counter() - t0
             stats.utterances += 1
             stats.frames += scores.shape[0]
             for w in cfg.lmwts:
                 t0, c0 = time.perf_counter(), time.process_time()
-                decoder.decode(kaldi_decoder.DecodableCtc(np.ascontiguousarray(scores / w)))
+                # a Kaldi graph: one gather of the scaled pdf matrix to transition-id columns
+                # per pass, so one wide matrix at a time (T x tids floats) is alive
+                mat = scores / w if tmap is None else expand(scores / w, tmap)
+                decoder.decode(kaldi_decoder.DecodableCtc(np.ascontiguousarray(mat)))
+                del mat
                 final = decoder.reached_final()
                 ok, lattice = decoder.get_best_path(use_final_probs=final)
                 stats.decode_seconds += time.perf_counter() - t0
