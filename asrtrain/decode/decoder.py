@@ -109,7 +109,7 @@ def check_identity(cfg: DecodeConfig, graph: GraphInfo, scorer: Any, tmap: Any =
                     "tree of the scores; %s and the model (or alignments) must come from the "
                     "same Kaldi model%s",
                     graph.path, cfg.tid2pdf, "" if top is not None else
-                    " (VectorFst: input labels not checked against the map)")
+                    " (a VectorFst or aligned ConstFst: input labels not checked against the map)")
         return
     if cfg.oracle is not None:
         marker = Path(cfg.oracle).parent / "tree_id"

@@ -63,6 +63,8 @@ def read_tid2pdf(path: Path, phones: dict[str, int] | None = None) -> TidMap:
     order = np.argsort(np.asarray(tids), kind="stable")
     sorted_tids = np.asarray(tids)[order]
     expect = np.arange(1, len(tids) + 1)
+    if sorted_tids[0] < 1:
+        raise InputError(f"transition-id {int(sorted_tids[0])}: transition-ids start at 1", path)
     if not np.array_equal(sorted_tids, expect):
         bad = int(np.flatnonzero(sorted_tids != expect)[0])
         raise InputError(f"transition-ids must run 1..{len(tids)} without gaps or repeats; "

@@ -204,3 +204,10 @@ def test_kaldi_style_copy_relabels_every_arc_through_its_pdf(kaldi, mini_lang_de
     np.testing.assert_array_equal(b[0][eps], 0)
     np.testing.assert_array_equal(tid2pdf[b[0][~eps]], a[0][~eps] - 1)   # pdf(tid) = ilabel - 1
     assert np.sort(np.unique(b[0][~eps])).size > np.unique(a[0][~eps]).size  # both tids used
+
+
+def test_transition_id_zero_is_refused(tmp_path):
+    bad = tmp_path / "zero"
+    bad.write_text("0 3\n1 4\n")
+    with pytest.raises(InputError, match="transition-id 0: transition-ids start at 1"):
+        read_tid2pdf(bad)
