@@ -320,6 +320,11 @@ class DistributedStrategy(Strategy):
                 last_check = time.monotonic()
             time.sleep(POLL_S * 5)
 
+    @property
+    def weights_agree(self) -> bool:
+        """Whether every learner holds the same weights at an epoch's end (else each saves its own)."""
+        return self.layout.num_super == 1 or self.cfg.global_average
+
     def state_dict(self) -> dict[str, Any]:
         return {"strategy": self.name, "world_size": self.world_size, "group_size": self.layout.group_size,
                 "steps": self.steps, "rounds": 0 if self.gossip is None else self.gossip.started}

@@ -7,6 +7,13 @@ removes. It holds the model, the optimizer (momentum buffers), the RNG states
 of torch, numpy and random, the strategy's state, the step and epoch (the
 loader's position: the loader reshuffles from the seed and the epoch number, so
 the next epoch's batches follow from these alone) and the training config.
+
+A checkpoint of several learners also holds ``learner-<R>.pt`` for every rank
+R: that learner's optimizer state, RNG states, strategy state and step (and its
+weights when learners' weights differ). Each learner writes its file atomically
+into a hidden staging directory (:func:`save_learner_state`); the main learner
+moves all of them into the checkpoint before its rename, so an ``epoch-N``
+directory exists only with every learner's file in it.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import numpy as np
 import torch
 
 from asrtrain.core.atomic import atomic_path, is_temporary
-from asrtrain.core.errors import InputError
+from asrtrain.core.errors import AsrtrainError, InputError
 
 log = logging.getLogger("asrtrain.train.checkpoint")
 
@@ -68,9 +75,45 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def learner_file(rank: int) -> str:
+    """The name of one learner's own state inside a checkpoint."""
+    return f"learner-{rank}.pt"
+
+
+def staging_dir(exp: Path, epoch: int) -> Path:
+    """Where learners leave their files for epoch ``epoch`` (a temporary name: resume removes it)."""
+    return checkpoint_dir(exp) / f".epoch-{epoch}.tmp-learners"
+
+
+def save_learner_state(exp: Path, epoch: int, rank: int, state: dict[str, Any]) -> Path:
+    """Write this learner's state (plus its RNG states) atomically into the staging directory."""
+    stage = staging_dir(exp, epoch)
+    stage.mkdir(parents=True, exist_ok=True)
+    path = stage / learner_file(rank)
+    with atomic_path(path) as tmp:
+        torch.save({**state, "rank": rank, "epoch": epoch, "rng": rng_state()}, tmp)
+    return path
+
+
+def _collect_learners(exp: Path, epoch: int, learners: int, into: Path) -> None:
+    """Move every learner's staged file into the checkpoint being written."""
+    stage = staging_dir(exp, epoch)
+    missing = [r for r in range(learners) if not (stage / learner_file(r)).is_file()]
+    if missing:
+        raise AsrtrainError(f"epoch {epoch} checkpoint: no state from learner rank(s) "
+                            f"{', '.join(map(str, missing))}", stage)
+    for r in range(learners):
+        os.replace(stage / learner_file(r), into / learner_file(r))
+
+
 def save_checkpoint(exp: Path, epoch: int, model: torch.nn.Module,
-                    optimizer: torch.optim.Optimizer, trainer_state: dict[str, Any]) -> Path:
-    """Write ``checkpoints/epoch-<epoch>/`` atomically and return its path."""
+                    optimizer: torch.optim.Optimizer, trainer_state: dict[str, Any],
+                    learners: int = 1) -> Path:
+    """Write ``checkpoints/epoch-<epoch>/`` atomically and return its path.
+
+    With ``learners`` > 1 every learner's staged file must be there already
+    (:func:`save_learner_state`); they move in before the directory gets its name.
+    """
     final = checkpoint_dir(exp) / f"epoch-{epoch}"
     with atomic_path(final) as tmp:
         tmp.mkdir(parents=True)
@@ -79,9 +122,25 @@ def save_checkpoint(exp: Path, epoch: int, model: torch.nn.Module,
         if pause > 0:
             time.sleep(pause)
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save({**trainer_state, "epoch": epoch, "rng": rng_state()}, tmp / "trainer.pt")
+        torch.save({**trainer_state, "epoch": epoch, "learners": learners, "rng": rng_state()},
+                   tmp / "trainer.pt")
+        if learners > 1:
+            _collect_learners(exp, epoch, learners, tmp)
+    if learners > 1:
+        shutil.rmtree(staging_dir(exp, epoch), ignore_errors=True)
     log.info("checkpoint %s written", final)
     return final
+
+
+def load_learner_state(path: Path, rank: int) -> dict[str, Any]:
+    """Learner ``rank``'s own state from a checkpoint of several learners (on the CPU)."""
+    name = learner_file(rank)
+    try:
+        return dict(torch.load(Path(path) / name, map_location="cpu", weights_only=False))
+    except FileNotFoundError:
+        raise InputError(f"checkpoint is missing {name}", path) from None
+    except Exception as exc:  # a corrupt pickle: name the file, not a traceback
+        raise InputError(f"cannot read checkpoint file {name}: {exc}", path) from None
 
 
 def clean_temporaries(exp: Path) -> int:

@@ -34,8 +34,10 @@ from asrtrain.train.checkpoint import (
     last_checkpoint,
     list_checkpoints,
     load_checkpoint,
+    load_learner_state,
     prune_checkpoints,
     save_checkpoint,
+    save_learner_state,
     set_rng_state,
 )
 from asrtrain.train.config import TrainConfig
@@ -184,14 +186,44 @@ class Trainer:
         if saved_model is not None and saved_model != self.cfg.model.to_dict():
             raise ConfigError(f"the checkpoint's model {saved_model} differs from the one asked "
                               f"for {self.cfg.model.to_dict()}; use a new EXP or --no-resume", path)
+        learners = int(trainer.get("learners", trainer.get("strategy", {}).get("world_size", 1)))
+        if learners != self.strategy.world_size:
+            raise ConfigError(f"the checkpoint was written by {learners} learner(s) and this job has "
+                              f"{self.strategy.world_size}: resume with {learners}, or start over with "
+                              "--no-resume", path)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         set_rng_state(trainer["rng"])
         self.strategy.load_state_dict(trainer.get("strategy", {}))
         self.step, self.start_epoch = int(trainer["step"]), int(trainer["epoch"]) + 1
+        if learners > 1:
+            self._load_own_state(path, trainer)
         self.history = list(trainer.get("history", []))
         self.last_good = path
         log.info("resuming from %s (epoch %d done, step %d)", path, trainer["epoch"], self.step)
+
+    def _load_own_state(self, path: Path, trainer: dict[str, Any]) -> None:
+        """This learner's own optimizer, RNG, strategy state and step (and weights if they differ)."""
+        if "learners" not in trainer:  # written before learners kept their own state
+            log.warning("%s holds the main learner's optimizer state only: every learner resumes "
+                        "with it", path)
+            return
+        own = load_learner_state(path, self.strategy.rank)
+        if "model" in own:
+            self.model.load_state_dict(own["model"])
+        self.optimizer.load_state_dict(own["optimizer"])
+        set_rng_state(own["rng"])
+        self.strategy.load_state_dict(own["strategy"])
+        self.step = int(own["step"])
+
+    def learner_state(self) -> dict[str, Any]:
+        """What this learner alone knows, for an exact resume (see :func:`save_learner_state`)."""
+        state: dict[str, Any] = {"optimizer": self.optimizer.state_dict(), "step": self.step,
+                                 "strategy": self.strategy.state_dict(),
+                                 "world_size": self.strategy.world_size}
+        if not getattr(self.strategy, "weights_agree", True):
+            state["model"] = self.model.state_dict()
+        return state
 
     def _forget_earlier_run(self) -> None:
         """``--no-resume`` starts over: an earlier run's checkpoints must not be resumed later."""
@@ -303,6 +335,9 @@ class Trainer:
                 sums = strategy.all_sum(totals)
                 loss_sum, frames, correct, steps = sums[:4]
                 seconds = time.perf_counter() - started
+                if strategy.world_size > 1:  # every learner's state, before the checkpoint is sealed
+                    save_learner_state(cfg.exp, epoch, strategy.rank, self.learner_state())
+                    strategy.barrier()
                 if main:
                     row = {"epoch": epoch, "step": self.step, "lr": self.schedule.lr(epoch),
                            "train_loss": loss_sum / max(frames, 1),
@@ -317,7 +352,7 @@ class Trainer:
                     log.info("%s", epoch_summary(row))
                     self.last_good = save_checkpoint(cfg.exp, epoch, self.model, self.optimizer, {
                         "step": self.step, "config": cfg.to_dict(), "history": self.history,
-                        "strategy": strategy.state_dict()})
+                        "strategy": strategy.state_dict()}, learners=strategy.world_size)
                     prune_checkpoints(cfg.exp, cfg.keep_checkpoints)
                 strategy.barrier()
             final = self._write_final() if main else None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import re
 import subprocess
@@ -12,44 +10,14 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-ASRTRAIN = Path(sys.executable).parent / "asrtrain"
-TINY = ["--hidden", "8", "--layers", "1", "--proj", "0", "--batch", "8", "--block-chunks", "8",
-        "--lr", "0.5", "--warmup-epochs", "0", "--log-every", "1000"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def _archive_writer():
-    spec = importlib.util.spec_from_file_location("train_conftest", HERE.parent / "train" / "conftest.py")
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod.write_learnable_archive
-
-
-@pytest.fixture(scope="module")
-def archives(tmp_path_factory) -> tuple[Path, Path]:
-    write = _archive_writer()
-    root = tmp_path_factory.mktemp("dist_archives")
-    return write(root / "train.h5", 60, seed=0), write(root / "valid.h5", 20, seed=1)
-
-
-def _run(train: Path, valid: Path, exp: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "PMI_RANK")}
-    env["OMP_NUM_THREADS"] = "1"
-    proc = subprocess.run([str(ASRTRAIN), "train", str(train), str(exp), "--valid", str(valid), *TINY, *args],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return proc
-
-
-def _epochs(exp: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (exp / "metrics.jsonl").read_text().splitlines()]
-    return [r for r in rows if r["kind"] == "epoch"]
+from cli_run import ASRTRAIN, TINY, epoch_rows, run_train  # noqa: E402
 
 
 def _train(train: Path, valid: Path, exp: Path, *args: str) -> list[dict]:
-    _run(train, valid, exp, *args)
-    return _epochs(exp)
+    run_train(train, valid, exp, *args)
+    return epoch_rows(exp)
 
 
 EPOCH_LINE = re.compile(r"INFO .*epoch (\d): train loss \d+\.\d+ acc [\d.]+% \| held-out loss")
@@ -59,7 +27,7 @@ def test_nproc_training_shows_progress_and_logs_every_rank(archives, tmp_path):
     """Rank 0's epoch lines on stderr and in the run log; each rank's own log; no rank-1 chatter."""
     train, valid = archives
     exp = tmp_path / "exp"
-    proc = _run(train, valid, exp, "--strategy", "adpsgd", "--nproc", "2", "--epochs", "2")
+    proc = run_train(train, valid, exp, "--strategy", "adpsgd", "--nproc", "2", "--epochs", "2")
     assert [m.group(1) for m in EPOCH_LINE.finditer(proc.stderr)] == ["1", "2"], proc.stderr
     assert "final model: " in proc.stdout
     assert "rank 1" not in proc.stderr  # the other learners' console shows warnings only

@@ -1,0 +1,26 @@
+"""Tiny learnable archives for the tests that run the real trainer (written once per session)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+def _archive_writer():
+    spec = importlib.util.spec_from_file_location("train_conftest", HERE.parent / "train" / "conftest.py")
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    return mod.write_learnable_archive
+
+
+@pytest.fixture(scope="session")
+def archives(tmp_path_factory) -> tuple[Path, Path]:
+    """(train.h5 with 60 utterances, valid.h5 with 20)."""
+    write = _archive_writer()
+    root = tmp_path_factory.mktemp("dist_archives")
+    return write(root / "train.h5", 60, seed=0), write(root / "valid.h5", 20, seed=1)

@@ -1,0 +1,72 @@
+"""Every learner's own checkpoint state: written with the checkpoint, loaded by that learner on resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cli_run import run_train as _run  # noqa: E402
+from resume_job import resumed_state  # noqa: E402
+
+from asrtrain.core.errors import ConfigError  # noqa: E402
+from asrtrain.distributed.config import DistConfig  # noqa: E402
+from asrtrain.distributed.entry import run_job  # noqa: E402
+from asrtrain.model.io import load_final  # noqa: E402
+from asrtrain.train.checkpoint import load_checkpoint, load_learner_state  # noqa: E402
+from asrtrain.train.config import TrainConfig  # noqa: E402
+from asrtrain.train.trainer import Trainer  # noqa: E402
+
+
+def _momenta(optimizer_state: dict) -> list[torch.Tensor]:
+    state = optimizer_state["state"]
+    return [state[k]["momentum_buffer"] for k in sorted(state)]
+
+
+@pytest.mark.slow  # three launches of 2 workers (~40 s on 2 busy cores)
+def test_ssgd_two_epochs_equal_one_epoch_then_resume(archives, tmp_path):
+    """SSGD is deterministic: a resumed run ends with the uninterrupted run's weights, bit for bit."""
+    train, valid = archives
+    args = ("--strategy", "ssgd", "--nproc", "2")
+    _run(train, valid, tmp_path / "straight", *args, "--epochs", "2")
+    _run(train, valid, tmp_path / "resumed", *args, "--epochs", "1")
+    ckpt = tmp_path / "resumed" / "checkpoints" / "epoch-1"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["learner-0.pt", "learner-1.pt", "model.pt",
+                                                      "optimizer.pt", "trainer.pt"]
+    assert [p.name for p in ckpt.parent.iterdir()] == ["epoch-1"]  # no staging directory left
+    proc = _run(train, valid, tmp_path / "resumed", *args, "--epochs", "2")
+    assert "resuming from" in proc.stderr
+    a = load_final(tmp_path / "straight" / "final.pt").model.state_dict()
+    b = load_final(tmp_path / "resumed" / "final.pt").model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_adpsgd_learners_resume_their_own_momentum(archives, tmp_path):
+    train, valid = archives
+    exp = tmp_path / "exp"
+    _run(train, valid, exp, "--strategy", "adpsgd", "--nproc", "2", "--epochs", "1")
+    ckpt = exp / "checkpoints" / "epoch-1"
+    saved = [load_learner_state(ckpt, r) for r in (0, 1)]
+    assert [s["rank"] for s in saved] == [0, 1] and "model" not in saved[0]  # weights agree: averaged
+    # the learners' momenta differ (each its own gradients): rank 0's alone would not do
+    assert not all(torch.equal(x, y) for x, y in zip(*map(_momenta, (s["optimizer"] for s in saved)), strict=True))
+    trainer_state = load_checkpoint(ckpt)["trainer"]
+    assert trainer_state["learners"] == 2
+    cfg = dataclasses.replace(TrainConfig.from_dict(trainer_state["config"]), epochs=2, resume=True)
+    out = tmp_path / "resumed"
+    out.mkdir()
+    run_job(resumed_state, DistConfig("adpsgd", nproc=2, timeout_s=30.0), cfg, str(out))
+    for r in (0, 1):
+        got = torch.load(out / f"rank{r}.pt", weights_only=False)
+        assert got["start_epoch"] == 2 and got["step"] == saved[r]["step"]
+        assert got["steps"] == saved[r]["strategy"]["steps"]
+        mine, theirs = _momenta(got["optimizer"]), _momenta(saved[r]["optimizer"])
+        assert len(mine) == len(theirs) and all(torch.equal(x, y) for x, y in zip(mine, theirs, strict=True))
+    # a job of another size refuses the checkpoint
+    with pytest.raises(ConfigError, match="written by 2 learner"):
+        Trainer(dataclasses.replace(cfg, num_threads=1))
