@@ -177,10 +177,12 @@ def run_job(job: int, utts: list[str], cfg: DecodeConfig, progress: Any = None) 
             for w in cfg.lmwts:
                 t0, c0 = time.perf_counter(), time.process_time()
                 # a Kaldi graph: one gather of the scaled pdf matrix to transition-id columns
-                # per pass, so one wide matrix at a time (T x tids floats) is alive
+                # per pass; DecodableCtc copies it, so our copy goes before the search
                 mat = scores / w if tmap is None else expand(scores / w, tmap)
-                decoder.decode(kaldi_decoder.DecodableCtc(np.ascontiguousarray(mat)))
+                decodable = kaldi_decoder.DecodableCtc(np.ascontiguousarray(mat))
                 del mat
+                decoder.decode(decodable)
+                del decodable
                 final = decoder.reached_final()
                 ok, lattice = decoder.get_best_path(use_final_probs=final)
                 stats.decode_seconds += time.perf_counter() - t0
