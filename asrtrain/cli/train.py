@@ -123,6 +123,10 @@ def _show(title: str, plan: dict[str, Any]) -> None:
               show_default=True, help="torch.distributed backend (auto: NCCL on GPUs, gloo on CPUs).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=60.0,
               show_default=True, help="Seconds before a silent learner is reported.")
+@click.option("--global-average/--no-global-average", default=True, show_default=True,
+              help="At each epoch's end, average all learners' weights for validation, the checkpoint "
+                   "and final.pt (ADPSGD/H-ADPSGD). Without it each learner keeps its own weights and "
+                   "rank 0's are validated and saved.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and exit.")
 @click.pass_context
 def train(ctx: click.Context, archive: Path, exp: Path, valid: Path | None, epochs: int, batch: int,
@@ -132,8 +136,8 @@ def train(ctx: click.Context, archive: Path, exp: Path, valid: Path | None, epoc
           dropout: float | None, seed: int, resume: bool, log_every: int, precision: str,
           threads: int | None, block_chunks: int | None, max_steps_per_epoch: int | None,
           keep_checkpoints: int, strategy: str, group_size: int | None, topology: str,
-          nproc: int, gossip_seed: int, backend: str, timeout_s: float, dry_run: bool,
-          config: str | None) -> None:
+          nproc: int, gossip_seed: int, backend: str, timeout_s: float, global_average: bool,
+          dry_run: bool, config: str | None) -> None:
     """Train the BLSTM acoustic model on ARCHIVE into the experiment directory EXP.
 
     EXP gets config.yaml, log/, metrics.jsonl, checkpoints/epoch-N/ and final.pt.
@@ -160,7 +164,7 @@ def train(ctx: click.Context, archive: Path, exp: Path, valid: Path | None, epoc
 
         dist = DistConfig(strategy=strategy, group_size=group_size, topology=topology,
                           nproc=nproc, gossip_seed=gossip_seed, backend=backend,
-                          timeout_s=timeout_s)
+                          timeout_s=timeout_s, global_average=global_average)
     if dry_run:
         if distributed:
             from asrtrain.distributed.entry import plan as dist_plan

@@ -72,7 +72,21 @@ def test_dry_run_shows_the_plan(archives, tmp_path):
     assert "h-adpsgd" in out and "super_learners" in out and "{0: [0, 1], 1: [2, 3]" in out
     assert "[[[0, 1], [2, 3]], [[0, 3], [1, 2]]" in out  # the ring of the 4 super-learners
     assert re.search(r"batch_per_learner\s*│ 1\s", out) and re.search(r"effective_batch\s*│ 8\s", out)
+    assert re.search(r"global_average\s*│ True\s", out)
     assert not (tmp_path / "e").exists()
+
+
+def test_no_global_average_reaches_the_plan(archives, tmp_path):
+    train, _ = archives
+    proc = subprocess.run([str(ASRTRAIN), "train", str(train), str(tmp_path / "e"), *TINY, "--strategy",
+                           "adpsgd", "--nproc", "4", "--no-global-average", "--dry-run"],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="200"))
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"global_average\s*│ False\s", proc.stdout), proc.stdout
+    help_text = subprocess.run([str(ASRTRAIN), "train", "--help"], capture_output=True, text=True,
+                               timeout=60, env=dict(os.environ, COLUMNS="200")).stdout
+    help_text = " ".join(help_text.split())
+    assert "--global-average / --no-global-average" in help_text and "each learner keeps its own" in help_text
 
 
 def test_group_size_must_divide(archives, tmp_path):
