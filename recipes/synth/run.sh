@@ -150,7 +150,8 @@ fi
 if want_stage 7; then
   echo "=== stage 7: score"
   asrtrain score --sweep "$model/decode_test"
+  best=$(awk '{print $NF}' "$model/decode_test/best_wer")
   echo
-  echo "Test-speaker WER (best LM weight), $strategy, $nproc learners:"
-  cat "$model/decode_test/best_wer"
+  echo "Test speakers, best LM weight (${best##*_}), $strategy on $nproc learners:"
+  cat "$model/decode_test/score/${best##*_}/summary.txt"
 fi
