@@ -12,7 +12,10 @@
 #   - a decoding graph whose input labels are pdf+1 (asrtrain prepare lang), or Kaldi's own
 #     HCLG (utils/mkgraph.sh) with transition-id input labels plus the map from
 #     `show-transitions phones.txt final.mdl` (stage 3 makes it when $kaldi_mdl is set);
-#   - the eval2000 STM and GLM (data/eval2000/stm, data/eval2000/glm).
+#   - the eval2000 STM and GLM (data/eval2000/stm, data/eval2000/glm); the decode's CTMs are
+#     put in recording time through the eval data dir's segments and reco2file_and_channel
+#     (as Kaldi's convert_ctm.pl does) and scored against the STM. Without an STM the
+#     eval text ($eval_data_dir/text unless --eval-text) is the reference.
 #
 #   ./run.sh --config conf/swbd300.conf            # stages 1..7
 #
@@ -54,6 +57,7 @@ layers=6
 proj=256
 epochs=16
 batch=2560
+base_batch=256
 lr=0.1
 warmup_epochs=10
 strategy=h-adpsgd
@@ -68,6 +72,8 @@ max_active=7000
 decode_nj=16
 feat_nj=16
 sample_rate=8000
+# scoring: extra rows of the report (NAME=GLOB on the STM file / utterance id)
+score_subsets="swbd=sw_* callhome=en_*"
 
 . ../utils/parse_options.sh
 . ./path.sh
@@ -83,6 +89,9 @@ done
 archives=$data/archives
 model=$exp/blstm_${strategy}
 tid_map_opt=()
+group_opt=()   # super-learners exist only in H-ADPSGD
+if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
+if [ -z "$eval_text" ] && [ -f "$eval_data_dir/text" ]; then eval_text=$eval_data_dir/text; fi
 
 if want_stage 1; then
   echo "=== stage 1: log-mel features (40 bins + Δ + ΔΔ) from the Kaldi data dirs"
@@ -103,7 +112,19 @@ if want_stage 3 && [ -n "$kaldi_mdl" ]; then
     /Transition-id =/   { print $3, pdf }' > "$data/graph_map/tid2pdf.tmp"
   mv "$data/graph_map/tid2pdf.tmp" "$data/graph_map/tid2pdf"
 fi
-[ -f "$data/graph_map/tid2pdf" ] && tid_map_opt=(--tid2pdf "$data/graph_map/tid2pdf")
+if [ -f "$data/graph_map/tid2pdf" ]; then tid_map_opt=(--tid2pdf "$data/graph_map/tid2pdf"); fi
+
+to_recording_time() {  # CTM with utterance ids -> file, channel and times of the recordings
+  local segs=$eval_data_dir/segments r2fc=$eval_data_dir/reco2file_and_channel
+  if [ ! -f "$segs" ]; then cat "$1"; return; fi   # one recording per utterance: as it is
+  awk -v segs="$segs" -v r2fc="$r2fc" '
+    BEGIN { while ((getline l < segs) > 0) { split(l, f, " "); reco[f[1]] = f[2]; t0[f[1]] = f[3] }
+            while ((getline l < r2fc) > 0) { split(l, f, " "); file[f[1]] = f[2]; chan[f[1]] = f[3] } }
+    !($1 in reco) { printf "%s: utterance %s is not in %s\n", FILENAME, $1, segs > "/dev/stderr"; exit 1 }
+    { r = reco[$1]; start = $3 + t0[$1]
+      $1 = (r in file) ? file[r] : r; $2 = (r in chan) ? chan[r] : $2; $3 = sprintf("%.2f", start)
+      print }' "$1"
+}
 
 archive() {  # archive NAME FMLLR IVECTOR [PDF_ALI]
   local name=$1 fmllr=$2 ivec=$3 ali=${4:-}
@@ -130,8 +151,8 @@ if want_stage 5; then
     $train_cmd --nproc "$nproc" "$model/log/run.log" \
       asrtrain train "$archives/train.h5" "$model" --valid "$archives/dev.h5" \
         --hidden "$hidden" --layers "$layers" --proj "$proj" --epochs "$epochs" --batch "$batch" \
-        --lr "$lr" --warmup-epochs "$warmup_epochs" --seed "$seed" \
-        --strategy "$strategy" --nproc "$nproc" --group-size "$group_size" --topology "$topology"
+        --base-batch "$base_batch" --lr "$lr" --warmup-epochs "$warmup_epochs" --seed "$seed" \
+        --strategy "$strategy" --nproc "$nproc" "${group_opt[@]}" --topology "$topology"
 fi
 
 if want_stage 6; then
@@ -147,10 +168,22 @@ fi
 
 if want_stage 7; then
   echo "=== stage 7: score (Hub5'00: sw_* = Switchboard, en_* = CallHome)"
-  ref_opts=()
-  [ -n "$eval_stm" ] && ref_opts+=(--ref "$eval_stm")
-  [ -n "$eval_glm" ] && ref_opts+=(--glm "$eval_glm")
-  asrtrain score --sweep "$model/decode_eval" "${ref_opts[@]}" \
-    --subset swbd='sw_*' --subset callhome='en_*'
-  cat "$model/decode_eval/best_wer"
+  decode=$model/decode_eval
+  opts=()
+  if [ -n "$eval_glm" ]; then opts+=(--glm "$eval_glm"); fi
+  read -ra subsets <<< "$score_subsets"   # (read: no globbing of sw_*)
+  for sub in "${subsets[@]}"; do opts+=(--subset "$sub"); done
+  if [ -n "$eval_stm" ]; then
+    # the decode's CTMs (utterance time) in recording time, then the sweep against the STM
+    scored=$decode/scoring_stm
+    rm -rf "$scored"; mkdir -p "$scored/hyp"
+    for ctm in "$decode"/ctm/*.ctm; do
+      to_recording_time "$ctm" > "$scored/hyp/$(basename "$ctm" .ctm).txt"
+    done
+    asrtrain score --sweep "$scored" --ref "$eval_stm" --hyp-format ctm "${opts[@]}"
+    cp "$scored/best_wer" "$decode/best_wer"
+  else
+    asrtrain score --sweep "$decode" "${opts[@]}"
+  fi
+  cat "$decode/best_wer"
 fi

@@ -1,0 +1,69 @@
+"""recipes/synth/run.sh end to end at a tiny size, from a copy of the recipe in a tmp dir:
+corpus, features, i-vectors and fMLLR, lang, archives, H-ADPSGD on 2 learners, decode,
+score; then a rerun that skips every stage."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TINY = {  # a minute of speech, 4 speakers; a 1-layer BLSTM of 16 cells for one epoch
+    "hours": 1 / 60, "speakers": 4, "dev_speakers": 1, "test_speakers": 1, "lm_sentences": 500,
+    "synth_nj": 2, "feat_nj": 1, "ubm_components": 8, "ivector_iters": 2, "fmllr_gmm_components": 8,
+    "num_pdfs": 100, "hidden": 16, "layers": 1, "proj": 0, "epochs": 1, "batch": 16, "base_batch": 16,
+    "lr": 0.5, "warmup_epochs": 0, "strategy": "h-adpsgd", "nproc": 2, "group_size": 1,
+    "lmwt": "9:10", "decode_nj": 1,
+}
+STAGES = ["corpus", "logmel-train", "mfcc-train", "logmel-dev", "mfcc-dev", "logmel-test", "mfcc-test",
+          "ivectors-train", "fmllr-train", "ivectors-dev", "fmllr-dev", "ivectors-test", "fmllr-test",
+          "lang", "archive-train", "archive-dev", "archive-test", "train", "decode-test"]
+
+
+def copy_recipe(work: Path) -> Path:
+    """recipes/synth (without its data/exp) and recipes/utils under ``work``."""
+    for name in ("synth", "utils"):
+        shutil.copytree(ROOT / "recipes" / name, work / "recipes" / name,
+                        ignore=shutil.ignore_patterns("data", "exp"))
+    conf = work / "recipes" / "synth" / "conf" / "tiny.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in TINY.items()))
+    return work / "recipes" / "synth" / "run.sh"
+
+
+def run(script: Path, *args: str) -> str:
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    proc = subprocess.run(["bash", str(script), "--config", "conf/tiny.conf", *args], capture_output=True,
+                          text=True, timeout=1500, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_synth_recipe_end_to_end_then_skips(tmp_path: Path) -> None:
+    script = copy_recipe(tmp_path)
+    out = run(script)
+    tail = out.strip().splitlines()[-2:]
+    assert tail[0] == "Test-speaker WER (best LM weight), h-adpsgd, 2 learners:"
+    assert re.match(r"%WER \d+\.\d+ \[ \d+ / \d+, \d+ ins, \d+ del, \d+ sub \]", tail[1]), tail
+    model = script.parent / "exp" / "blstm_h-adpsgd"
+    assert tail[1] == (model / "decode_test" / "best_wer").read_text().strip()
+    n_words = sum(len(line.split()) - 1 for line in
+                  (script.parent / "data/corpus/test/text").read_text().splitlines())
+    assert f"/ {n_words}," in tail[1]
+    assert "already complete" not in out
+    final = (model / "final.pt").stat().st_mtime
+
+    again = run(script)
+    for name in STAGES:
+        assert re.search(rf"\] {name}: already complete", again), name
+    assert again.count("already complete") == len(STAGES)
+    assert (model / "final.pt").stat().st_mtime == final
+    assert again.strip().splitlines()[-1] == tail[1]
