@@ -103,14 +103,29 @@ if want_stage 1; then
   done
 fi
 
+tid2pdf() {  # tid2pdf OUT: 'transition-id pdf phone-id hmm-state' lines of $kaldi_mdl
+  command -v show-transitions >/dev/null || { echo "$0: show-transitions (Kaldi) not on PATH" >&2; return 1; }
+  # A Transition-state line gives the pdf ('pdf = P', or 'forward-pdf = F self-loop-pdf = S'
+  # for non-HMM topologies); the self-loop transition-id then takes S, the others F.
+  show-transitions "$kaldi_phones" "$kaldi_mdl" | awk -v phones="$kaldi_phones" '
+    BEGIN { while ((getline l < phones) > 0) { split(l, f, " "); id[f[1]] = f[2] } }
+    /^Transition-state/ {
+      for (i = 1; i < NF; i++) {
+        if ($i == "phone") ph = $(i + 2); else if ($i == "hmm-state") hs = $(i + 2)
+        else if ($i == "pdf") fwd = loop = $(i + 2)
+        else if ($i == "forward-pdf") fwd = $(i + 2); else if ($i == "self-loop-pdf") loop = $(i + 2)
+      }
+      if (!(ph in id)) { printf "show-transitions: phone %s is not in %s\n", ph, phones > "/dev/stderr"; exit 1 }
+    }
+    /^ *Transition-id = / { print $3, (/\[self-loop\]/ ? loop : fwd), id[ph], hs }' > "$1.tmp" || return 1
+  [ -s "$1.tmp" ] || { echo "$0: show-transitions printed no transition-ids" >&2; return 1; }
+  mv "$1.tmp" "$1"
+}
+
 if want_stage 3 && [ -n "$kaldi_mdl" ]; then
   echo "=== stage 3: transition-id -> pdf map of the Kaldi graph ($kaldi_mdl)"
-  command -v show-transitions >/dev/null || { echo "$0: show-transitions (Kaldi) not on PATH" >&2; exit 1; }
   mkdir -p "$data/graph_map"
-  show-transitions "$kaldi_phones" "$kaldi_mdl" | awk '
-    /^Transition-state/ { for (i = 1; i <= NF; i++) if ($i == "pdf") pdf = $(i + 2) }
-    /Transition-id =/   { print $3, pdf }' > "$data/graph_map/tid2pdf.tmp"
-  mv "$data/graph_map/tid2pdf.tmp" "$data/graph_map/tid2pdf"
+  done_or_run graph-map "$data/graph_map" tid2pdf "$data/graph_map/tid2pdf"
 fi
 if [ -f "$data/graph_map/tid2pdf" ]; then tid_map_opt=(--tid2pdf "$data/graph_map/tid2pdf"); fi
 

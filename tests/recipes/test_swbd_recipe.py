@@ -172,3 +172,49 @@ def test_features_copes_with_stm_and_glm_in_the_data_dir(tiny_corpus: Path, tmp_
     asrtrain("prepare", "features", data, tmp_path / "feats", "--type", "mfcc", "--nj", "1")
     assert (tmp_path / "feats" / "stm").read_text() == (data / "stm").read_text()
     assert (tmp_path / "feats" / "glm").read_text() == (data / "glm").read_text()
+
+
+SHOW_TRANSITIONS = """Transition-state 1: phone = sil hmm-state = 0 pdf = 0
+ Transition-id = 1 p = 0.75 [self-loop]
+ Transition-id = 2 p = 0.25 [0 -> 1]
+Transition-state 2: phone = sil hmm-state = 1 pdf = 3
+ Transition-id = 3 p = 0.5 [self-loop]
+ Transition-id = 4 p = 0.5 [1 -> 2]
+Transition-state 3: phone = aa_B hmm-state = 0 forward-pdf = 5 self-loop-pdf = 7
+ Transition-id = 5 p = 0.5 [self-loop]
+ Transition-id = 6 p = 0.5 [0 -> 1]
+"""
+
+
+def test_stage3_maps_transition_ids_of_a_kaldi_model(tmp_path: Path) -> None:
+    """Stage 3 turns show-transitions' listing into decode's --tid2pdf map (phone ids from
+    phones.txt; a self-loop takes the self-loop pdf), once; a later run skips it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "show.txt").write_text(SHOW_TRANSITIONS)
+    shim = bin_dir / "show-transitions"
+    shim.write_text(f'#!/usr/bin/env bash\n[ -f "$1" ] && [ -f "$2" ] && cat {tmp_path / "show.txt"}\n')
+    shim.chmod(0o755)
+    (tmp_path / "phones.txt").write_text("<eps> 0\nsil 1\naa_B 2\n")
+    (tmp_path / "final.mdl").write_text("model\n")
+    required = ["train_fmllr_scp", "train_ivector_scp", "train_data_dir", "train_pdf_ali_scp", "dev_fmllr_scp",
+                "dev_ivector_scp", "dev_data_dir", "dev_pdf_ali_scp", "eval_fmllr_scp", "eval_ivector_scp",
+                "eval_data_dir", "num_pdfs", "graph_dir"]
+    conf = tmp_path / "c.conf"
+    conf.write_text("".join(f"{v}=unused\n" for v in required) +
+                    f"kaldi_mdl={tmp_path / 'final.mdl'}\nkaldi_phones={tmp_path / 'phones.txt'}\n")
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    cmd = ["bash", str(RECIPE), "--config", str(conf), "--data", str(tmp_path / "data"), "--exp",
+           str(tmp_path / "exp"), "--stage", "3", "--stop-stage", "3"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "data/graph_map/tid2pdf").read_text().splitlines() == [
+        "1 0 1 0", "2 0 1 0", "3 3 1 1", "4 3 1 1", "5 7 2 0", "6 5 2 0"]
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    assert again.returncode == 0 and "graph-map: already complete" in again.stdout
+
+    (tmp_path / "phones.txt").write_text("<eps> 0\nsil 1\n")  # aa_B missing: an error, no map
+    proc = subprocess.run([*cmd, "--data", str(tmp_path / "data2")], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode != 0 and "phone aa_B is not in" in proc.stderr
+    assert not (tmp_path / "data2/graph_map/tid2pdf").exists()
