@@ -26,12 +26,16 @@ VENV_BIN = Path(sys.executable).parent
 _DUMP = 'env -0 > "$SHIM_ENV_OUT"'
 
 # srun inside a batch job: every task inherits the job's environment (--export=ALL) and
-# gets SLURM_PROCID / SLURM_LOCALID; the job gives SLURM_NTASKS etc.
+# gets SLURM_PROCID / SLURM_LOCALID; the job gives SLURM_NTASKS etc. With
+# --ntasks-per-node=1 (torchrun mode) the task is the node.
 SRUN = f"""#!/usr/bin/env bash
-while [[ "$1" == -* ]]; do shift; done
 per=${{SLURM_NTASKS_PER_NODE%%(*}}
+while [[ "$1" == -* ]]; do
+  if [ "$1" = --ntasks-per-node=1 ]; then per=1; export SLURM_NTASKS=$SLURM_JOB_NUM_NODES; fi
+  shift
+done
 export SLURM_PROCID=$RANK_UNDER_TEST SLURM_LOCALID=$((RANK_UNDER_TEST % per))
-{_DUMP}
+[ "$1" = torchrun ] || {_DUMP}
 exec "$@" --dry-run
 """
 
@@ -68,7 +72,32 @@ export PMI_RANK=$RANK_UNDER_TEST PMI_SIZE=$np MPI_LOCALRANKID=$((RANK_UNDER_TEST
 exec "$@" --dry-run
 """
 
-SHIMS = {"srun": SRUN, "mpirun": MPIRUN, "mpiexec": MPIEXEC}
+# torchrun (one per node, started by srun): node rank from srun's task, workers numbered
+# node-major; with c10d rendezvous the store lives at --rdzv-endpoint.
+TORCHRUN = f"""#!/usr/bin/env bash
+while [[ "$1" == --* ]]; do
+  case "$1" in
+    --nnodes) nnodes=$2 ;; --nproc-per-node) nper=$2 ;; --rdzv-endpoint) endpoint=$2 ;;
+    --rdzv-backend|--rdzv-id) ;;
+    *) echo "torchrun shim: unexpected option $1" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+local=$((TORCHRUN_LOCAL_UNDER_TEST))
+export RANK=$((SLURM_PROCID * nper + local)) WORLD_SIZE=$((nnodes * nper)) LOCAL_RANK=$local \\
+  LOCAL_WORLD_SIZE=$nper MASTER_ADDR=${{endpoint%:*}} MASTER_PORT=${{endpoint##*:}}
+{_DUMP}
+script=$1; shift
+exec python3 "$script" "$@"
+"""
+
+# Slurm's scontrol show hostnames LIST: the test's expansion of the job's node list.
+SCONTROL = """#!/usr/bin/env bash
+[ "$1 $2" = "show hostnames" ] || { echo "scontrol shim: unexpected $*" >&2; exit 2; }
+printf '%s\\n' $SHIM_HOSTNAMES
+"""
+
+SHIMS = {"srun": SRUN, "mpirun": MPIRUN, "mpiexec": MPIEXEC, "torchrun": TORCHRUN, "scontrol": SCONTROL}
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +245,19 @@ def test_templates_plan_flat_strategies(workdir: Path, tmp_path: Path, template:
     assert value(rows, "batch_per_learner") == 16
     place = placement(env)
     assert (place.rank, place.local_rank, place.master_addr) == (3, 1, "cn8")
+
+
+def test_slurm_torchrun_plans_nodes_times_gpus(workdir: Path, tmp_path: Path) -> None:
+    """LAUNCHER=torchrun: srun starts one torchrun per node, each with a worker per GPU."""
+    script = edit_block(CLUSTER / "slurm_train.sbatch", tmp_path / "job.sbatch", LAUNCHER="torchrun")
+    job_env = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "64", "SLURM_NTASKS_PER_NODE": "4",
+               "SLURM_JOB_NUM_NODES": "16", "SLURM_JOB_NODELIST": "gpu[01-16]",
+               "SHIM_HOSTNAMES": " ".join(f"gpu{i:02d}" for i in range(1, 17)),
+               "TORCHRUN_LOCAL_UNDER_TEST": "2"}
+    rows, env = run_template(script, workdir, rank=5, env=job_env)  # node 6 (gpu06), worker 2
+    assert rows["launcher"] == "torchrun" and rows["strategy"] == "h-adpsgd"
+    assert value(rows, "learners") == 64 and value(rows, "super_learner_size") == 4
+    assert value(rows, "super_learners")[5] == [20, 21, 22, 23]
+    place = placement(env)
+    assert (place.rank, place.world_size, place.local_rank, place.local_world_size) == (22, 64, 2, 4)
+    assert (place.master_addr, place.master_port) == ("gpu01", 29500)
