@@ -218,3 +218,10 @@ def test_stage3_maps_transition_ids_of_a_kaldi_model(tmp_path: Path) -> None:
                           timeout=60)
     assert proc.returncode != 0 and "phone aa_B is not in" in proc.stderr
     assert not (tmp_path / "data2/graph_map/tid2pdf").exists()
+
+
+def test_missing_kaldi_inputs_are_named(tmp_path: Path) -> None:
+    proc = subprocess.run(["bash", str(RECIPE), "--data", str(tmp_path / "d")], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "--train-fmllr-scp is required" in proc.stderr
+    assert not (tmp_path / "d").exists()
