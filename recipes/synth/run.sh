@@ -68,6 +68,8 @@ corpus=$data/corpus
 lang=$data/lang
 archives=$data/archives
 model=$exp/blstm_${strategy}
+group_opt=()   # super-learners exist only in H-ADPSGD
+if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
 
 if want_stage 0; then
   echo "=== stage 0: synthesize the corpus ($hours h, $speakers speakers)"
@@ -135,7 +137,7 @@ if want_stage 5; then
       asrtrain train "$archives/train.h5" "$model" --valid "$archives/dev.h5" \
         --hidden "$hidden" --layers "$layers" --proj "$proj" --epochs "$epochs" --batch "$batch" \
         --base-batch "$base_batch" --lr "$lr" --warmup-epochs "$warmup_epochs" --seed "$seed" \
-        --strategy "$strategy" --nproc "$nproc" --group-size "$group_size" --topology "$topology"
+        --strategy "$strategy" --nproc "$nproc" "${group_opt[@]}" --topology "$topology"
 fi
 
 if want_stage 6; then
