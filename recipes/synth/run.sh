@@ -7,7 +7,8 @@
 #
 # Stages: 0 corpus, 1 features, 2 i-vectors and fMLLR, 3 lang and graph, 4 archives,
 #         5 train, 6 decode, 7 score. A finished stage is skipped (and says so);
-#         --force true reruns what the stage range covers.
+#         an explicit --stage N restarts from stage N (redoing finished work there);
+#         --force true redoes everything the stage range covers.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -73,7 +74,7 @@ if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
 
 if want_stage 0; then
   echo "=== stage 0: synthesize the corpus ($hours h, $speakers speakers)"
-  if [ -d "$corpus" ] && [ "$force" != true ]; then
+  if [ -d "$corpus" ] && ! stage_forced; then
     echo "[$(date +%T)] corpus: already complete ($corpus), skipping"
   else
     asrtrain prepare synth "$corpus" --hours "$hours" --speakers "$speakers" --seed "$seed" \

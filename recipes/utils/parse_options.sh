@@ -4,7 +4,10 @@
 #   --foo-bar=VALUE  the same
 #   --config FILE    sources FILE (shell assignments), before later options are applied
 #   --help / -h      prints the recipe's $help_message and the current values, exits 0
-# Positional arguments remain in "$@".
+# Positional arguments remain in "$@"; the names set on the command line are listed in
+# $given_options (so a recipe can tell an explicit --stage from its default).
+
+given_options=${given_options:-}
 
 while true; do
   [ -z "${1:-}" ] && break
@@ -28,7 +31,7 @@ while true; do
         echo "$0: unknown option $1 (no variable '$name' in the recipe)" >&2; exit 2
       fi
       [ $# -ge 2 ] || { echo "$0: option $1 needs a value" >&2; exit 2; }
-      printf -v "$name" '%s' "$2"; shift 2 ;;
+      printf -v "$name" '%s' "$2"; given_options="$given_options $name"; shift 2 ;;
     *) break ;;
   esac
 done

@@ -75,10 +75,18 @@ def test_finished_stages_are_skipped_and_stage_restarts(tmp_path: Path) -> None:
     assert (tmp_path / "out.log").read_text().split() == ["ran0", "ran1", "ran2", "ran2"]
 
 
+def test_explicit_stage_restarts_from_that_stage(tmp_path: Path) -> None:
+    assert bash(STAGES, cwd=tmp_path).returncode == 0
+    res = bash(STAGES, "--stage", "1", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "already complete" not in res.stdout
+    assert (tmp_path / "out.log").read_text().split() == ["ran0", "ran1", "ran2", "ran1", "ran2"]
+
+
 def test_failed_stage_leaves_no_marker(tmp_path: Path) -> None:
-    script = STAGES.replace('bash -c "echo ran$s >> out.log"', "false")
+    script = STAGES.replace('bash -c "echo ran$s >> out.log"', "bash -c 'exit 7'")
     res = bash(script, cwd=tmp_path)
-    assert res.returncode != 0 and "FAILED" in res.stderr
+    assert res.returncode == 7 and "step0: FAILED (exit 7)" in res.stderr
     assert not (tmp_path / "out" / ".done.step0").exists()
 
 
