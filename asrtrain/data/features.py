@@ -148,7 +148,10 @@ def add_deltas(feats: np.ndarray, order: int = 2, window: int = 2) -> np.ndarray
 
 #: Data-dir files copied to the output (filtered to the utterances that got features).
 COPIED_UTT_TABLES = ("text", "utt2spk", "utt2dur", "segments", "utt2lang")
-COPIED_WHOLE = ("wav.scp", "spk2gender", "reco2file_and_channel", "glm", "stm")
+COPIED_WHOLE = ("wav.scp", "spk2gender", "reco2file_and_channel")
+#: Files that are not keyed tables (an STM repeats its file keys, a GLM has ``*`` header
+#: lines): copied byte for byte.
+COPIED_VERBATIM = ("stm", "glm")
 
 
 @dataclass
@@ -306,7 +309,7 @@ def _write_outputs(data: Path, out: Path, name: str, utt2spk: dict[str, str],
     """CMVN stats per speaker, the copied tables, utt2num_frames; feats.scp last."""
     import kaldiio
 
-    from asrtrain.core.atomic import atomic_open
+    from asrtrain.core.atomic import atomic_open, write_text
     from asrtrain.data.cmvn import combine
     from asrtrain.data.kaldi_dir import read_table, spk2utt_from_utt2spk, write_table
 
@@ -331,6 +334,9 @@ def _write_outputs(data: Path, out: Path, name: str, utt2spk: dict[str, str],
             if table == "wav.scp" and not has_segments:
                 rows = {u: v for u, v in rows.items() if u in kept}
             write_table(out / table, rows)
+    for name in COPIED_VERBATIM:
+        if (data / name).is_file():
+            write_text(out / name, (data / name).read_text(encoding="utf-8"))
     write_table(out / "utt2spk", kept)
     write_table(out / "spk2utt", spk2utt)
     write_table(out / "cmvn.scp", cmvn_scp)

@@ -161,8 +161,6 @@ def test_swbd_recipe_on_a_kaldi_layout(kaldi_setup: Path, tmp_path: Path) -> Non
     assert (model / "decode_eval" / "best_wer").read_text().startswith("%WER")
 
 
-@pytest.mark.xfail(strict=True, reason="asrtrain/data/features.py copies stm and glm (COPIED_WHOLE) "
-                   "through read_table, which rejects their '*' lines and repeated file keys")
 def test_features_copes_with_stm_and_glm_in_the_data_dir(tiny_corpus: Path, tmp_path: Path) -> None:
     """Kaldi's data/eval2000 holds stm and glm beside wav.scp: features must pass them through."""
     data = tmp_path / "eval2000"
