@@ -69,6 +69,7 @@ def scenario(strategy: Any, opts: dict[str, Any], gossip: bool) -> dict[str, Any
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loader = SyntheticLoader(opts["blocks"], opts["batches"], opts["batch"], opts["dim"], opts["pdfs"])
     iters: list[float] = []
+    hooks: list[float] = []  # the compute thread's own gossip work: after_step (snapshot, apply)
     frames = 0
     start = last = time.perf_counter()
     cpu0 = time.process_time()
@@ -84,8 +85,10 @@ def scenario(strategy: Any, opts: dict[str, Any], gossip: bool) -> dict[str, Any
         opt.step()
         if opts["accel_s"]:
             time.sleep(opts["accel_s"])  # an accelerator computing: this learner's CPU idles
+        t_hook = time.perf_counter()
         strategy.after_step(model, step)
         now = time.perf_counter()
+        hooks.append(now - t_hook)
         iters.append(now - last)
         last = now
         frames += n
@@ -95,6 +98,7 @@ def scenario(strategy: Any, opts: dict[str, Any], gossip: bool) -> dict[str, Any
     return {"rank": strategy.rank, "steps": len(iters), "frames": frames,
             "step_s": statistics.median(iters[1:] or iters), "compute_s": compute_end - start,
             "cpu_per_step_s": cpu / max(len(iters), 1),
+            "after_step_s": sum(hooks) / max(len(hooks), 1),
             "epoch_s": time.perf_counter() - start, "stats": dict(strategy.stats),
             "params": sum(p.numel() for p in model.parameters())}
 
@@ -167,6 +171,7 @@ def main() -> None:
             (f"ssgd.{i}", {"strategy": "ssgd", "nproc": n}, True),
             (f"ssgd-straggler.{i}", {"strategy": "ssgd", "nproc": n, **slow}, True),
         ]
+    load_start = os.getloadavg()  # other processes on these cores: the figures' context
     t0 = time.perf_counter()
     raw = launch_local(n, worker, (runs, opts), run_id="bench-dist")[0]
     wall = time.perf_counter() - t0
@@ -195,6 +200,9 @@ def main() -> None:
         "cpu_s_per_step_gossip": round(cpu["adpsgd"], 4), "cpu_s_per_step_no_gossip": round(cpu["adpsgd-nogossip"], 4),
         "a_gossip_cpu_ratio": round(statistics.median(cpu_ratios), 3),
         "a_cpu_ratio_per_repeat": [round(v, 3) for v in cpu_ratios],
+        "after_step_ms_gossip": round(1e3 * statistics.median(step_of("adpsgd", i, "after_step_s") for i in reps), 3),
+        "after_step_ms_no_gossip": round(
+            1e3 * statistics.median(step_of("adpsgd-nogossip", i, "after_step_s") for i in reps), 3),
         "gossip_rounds_rank0": res["adpsgd"][0]["stats"].get("exchanged"),
         "gossip_comm_s_rank0": res["adpsgd"][0]["stats"].get("gossip_s"),
         "fps": {k: round(v, 1) for k, v in fps.items()},
@@ -209,6 +217,8 @@ def main() -> None:
         "adpsgd_straggler_compute_s": [round(r["compute_s"], 3) for r in res["adpsgd-straggler"]],
         "adpsgd_epoch_s": [round(r["epoch_s"], 3) for r in res["adpsgd"]],
         "wall_s": round(wall, 1),
+        "load_average_start": [round(v, 2) for v in load_start],
+        "load_average_end": [round(v, 2) for v in os.getloadavg()],
     }
     print(f"4 learners on {os.cpu_count()} shared cores, BLSTM {args.layers}x{args.hidden} "
           f"({figures['params']} parameters), batch {args.batch} chunks per learner"
@@ -218,6 +228,10 @@ def main() -> None:
           f"per repeat {figures['a_step_ratio_per_repeat']})")
     print(f"    CPU time per step (all threads of a learner), with / without: {figures['a_gossip_cpu_ratio']:.3f} "
           f"({figures['cpu_s_per_step_gossip']:.4f} s vs {figures['cpu_s_per_step_no_gossip']:.4f} s)")
+    print(f"    compute thread's own gossip work (after_step: snapshot, apply) per step: "
+          f"{figures['after_step_ms_gossip']:.3f} ms with gossip, {figures['after_step_ms_no_gossip']:.3f} ms without")
+    print(f"    load average (1, 5, 15 min) at start {figures['load_average_start']}, "
+          f"at end {figures['load_average_end']}")
     print(f"(b) aggregate frames/s with learner {n - 1} slowed {args.factor:g}x, over the same without:")
     print(f"    ADPSGD {figures['b_adpsgd_straggler_ratio']:.3f} (target >= 0.7; per repeat "
           f"{figures['b_adpsgd_ratio_per_repeat']}; blocks per learner {figures['adpsgd_straggler_blocks']})")

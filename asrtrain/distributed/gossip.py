@@ -1,14 +1,16 @@
 """The gossip communication thread, and the heartbeat that tells a dead learner from a slow one.
 
 The compute thread hands the thread a snapshot of the weights after a step
-(:meth:`Gossip.begin_round`) and keeps computing. The thread waits until the
-round's partner has begun the same round (a store key per learner and round, polled,
-so a slow partner is waited for as long as it is alive), exchanges the snapshot with it
-(one symmetric send/receive on the gossip group), and prepares the delta
-``0.5 (partner − snapshot)``. The compute thread adds the delta between two steps
-(:meth:`Gossip.take_delta`), which keeps every local update made meanwhile:
-``x ← x + 0.5 (partner − snapshot)``. Each pair's deltas cancel, so the mean of the
-weights is kept (a doubly stochastic mixing matrix).
+(:meth:`Gossip.begin_round`: one fused copy into a flat buffer allocated once, and
+nothing else: no store round trip, no topology) and keeps computing. The thread
+announces the round (a store key per learner and round), waits until the round's
+partner has announced it too (polled, so a slow partner is waited for as long as it
+is alive), exchanges the snapshot with it (one symmetric send/receive on the gossip
+group), and prepares ``partner − snapshot`` in place. The compute thread adds half of
+it between two steps (:meth:`Gossip.take_delta`, one fused pass), which keeps every
+local update made meanwhile: ``x ← x + 0.5 (partner − snapshot)``. Between rounds it
+does no work at all. Each pair's deltas cancel exactly (the halving is exact), so the
+mean of the weights is kept (a doubly stochastic mixing matrix).
 
 H-ADPSGD: member ``j`` of a super-learner exchanges shard ``j`` of the flat weights
 with member ``j`` of the partner, then one ``all_gather`` on the super-learner's
@@ -112,7 +114,6 @@ class Gossip:
         self.groups = groups
         self.layout = groups.layout
         self.store = store.clone() if hasattr(store, "clone") else store  # the thread's client
-        self.main_store = store.clone() if hasattr(store, "clone") else store  # the compute thread's
         self.heartbeat = heartbeat
         self.topology, self.seed, self.reshuffle_every = topology, seed, reshuffle_every
         self.started = 0  # rounds begun by the compute thread
@@ -164,15 +165,15 @@ class Gossip:
         return torch.cat([p.detach().reshape(-1) for p in self.params])
 
     def begin_round(self) -> int:
-        """Snapshot the weights and hand round ``started`` to the thread; returns its number."""
+        """Snapshot the weights and hand round ``started`` to the thread; returns its number.
+
+        On the compute thread's critical path: one fused copy, nothing that waits.
+        """
         self.raise_error()
         rnd = self.started
         self.started += 1
-        if self._partner_rank(rnd) is not None:
-            self.main_store.set(round_key(self.layout.rank, rnd), "1")
         with torch.no_grad():
-            for view, p in zip(self._snap_views, self.params, strict=True):
-                view.copy_(p)
+            torch._foreach_copy_(self._snap_views, self.params)
         self._todo.put((rnd, self._snap))
         return rnd
 
@@ -194,10 +195,9 @@ class Gossip:
             raise RuntimeError("take_delta called with no finished round")
         delta, self._ready, self._has_ready = self._ready, None, False
         self.finished += 1
-        if delta is not None:
+        if delta is not None:  # delta holds partner − snapshot: add half of it, in one fused pass
             with torch.no_grad():
-                for p, view in zip(self.params, self._delta_views, strict=True):
-                    p.add_(view)
+                torch._foreach_add_(self.params, self._delta_views, alpha=0.5)
 
     def drain(self) -> None:
         """Wait for the round in flight, if any, and apply it."""
@@ -257,17 +257,18 @@ class Gossip:
         partner = self._partner_rank(rnd)
         if partner is None:
             return None
+        self.store.set(round_key(self.layout.rank, rnd), "1")  # announce the round to the partner
         self._wait_partner(partner, rnd)
         t0 = time.perf_counter()
         g = self.layout.group_size
         if g == 1:
             self._exchange(snap, self._recv, partner)
-            self._recv.sub_(snap).mul_(0.5)  # _recv is _delta
+            self._recv.sub_(snap)  # _recv is _delta: partner − snapshot (halved when applied)
         else:
             j, size = self.layout.member, self.shard
             mine = snap[j * size:(j + 1) * size]
             self._exchange(mine, self._recv, partner)
-            self._recv.sub_(mine).mul_(0.5)
+            self._recv.sub_(mine)
             parts = list(self._delta.split(size))
             torch.distributed.all_gather(parts, self._recv, group=self.groups.super_gossip)
         delta = self._delta

@@ -32,5 +32,6 @@ def test_hung_learner_is_named_by_the_others():
     t0 = time.monotonic()
     with pytest.raises(AsrtrainError, match=r"learner rank 2 stopped responding"):
         run_job(job, DistConfig("adpsgd", nproc=4, timeout_s=4.0),
-                JobSpec(num_blocks=12, step_sleep_s=0.01, die_rank=2, die_step=1, hang=True))
+                # enough blocks that rank 2 gets one even if it starts late on busy cores
+                JobSpec(num_blocks=40, step_sleep_s=0.01, die_rank=2, die_step=1, hang=True))
     assert time.monotonic() - t0 < 60

@@ -1,0 +1,64 @@
+"""The compute thread's side of gossip: no work at a step where no round is ready."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from asrtrain.distributed.config import DistConfig
+from asrtrain.distributed.groups import Layout
+from asrtrain.distributed.strategy import DistributedStrategy
+
+
+@dataclass
+class CountingGossip:
+    """Stands in for :class:`Gossip`: counts snapshots (begin_round) and applied deltas."""
+
+    started: int = 0
+    finished: int = 0
+    ready_now: bool = False
+    calls: list[str] = field(default_factory=list)
+
+    @property
+    def busy(self) -> bool:
+        return self.started > self.finished
+
+    def ready(self) -> bool:
+        return self.ready_now
+
+    def take_delta(self) -> None:
+        self.finished += 1
+        self.ready_now = False
+        self.calls.append("apply")
+
+    def begin_round(self) -> int:
+        self.started += 1
+        self.calls.append("snapshot")
+        return self.started - 1
+
+
+class _Heartbeat:
+    def touch(self) -> None:
+        pass
+
+
+def _strategy(gossip: CountingGossip) -> DistributedStrategy:
+    s = DistributedStrategy.__new__(DistributedStrategy)  # no process group: after_step alone
+    s.cfg, s.layout, s.rank = DistConfig("adpsgd"), Layout(0, 4, 1), 0
+    s.gossip, s.heartbeat = gossip, _Heartbeat()  # type: ignore[assignment]
+    s.steps = s.epoch_steps = 0
+    s._apply_now, s._last_t = False, None
+    return s
+
+
+def test_steps_without_a_finished_round_copy_nothing() -> None:
+    gossip = CountingGossip()
+    strategy = _strategy(gossip)
+    strategy.after_step(None, 1)  # type: ignore[arg-type]
+    assert gossip.calls == ["snapshot"]  # the first round begins at once
+    for step in range(2, 6):
+        strategy.after_step(None, step)  # type: ignore[arg-type]
+    assert gossip.calls == ["snapshot"]  # round in flight, not ready: no copy, no apply
+    gossip.ready_now = True
+    strategy.after_step(None, 6)  # type: ignore[arg-type]
+    assert gossip.calls == ["snapshot", "apply", "snapshot"]  # apply, then the next round's snapshot
+    assert strategy.steps == 6
