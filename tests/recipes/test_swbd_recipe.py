@@ -186,7 +186,7 @@ Transition-state 3: phone = aa_B hmm-state = 0 forward-pdf = 5 self-loop-pdf = 7
 
 def test_stage3_maps_transition_ids_of_a_kaldi_model(tmp_path: Path) -> None:
     """Stage 3 turns show-transitions' listing into decode's --tid2pdf map (phone ids from
-    phones.txt; a self-loop takes the self-loop pdf), once; a later run skips it."""
+    phones.txt; a self-loop takes the self-loop pdf); an explicit --stage 3 redoes it."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (tmp_path / "show.txt").write_text(SHOW_TRANSITIONS)
@@ -208,8 +208,11 @@ def test_stage3_maps_transition_ids_of_a_kaldi_model(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "data/graph_map/tid2pdf").read_text().splitlines() == [
         "1 0 1 0", "2 0 1 0", "3 3 1 1", "4 3 1 1", "5 7 2 0", "6 5 2 0"]
+    first = (tmp_path / "data/graph_map/tid2pdf").read_text()
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
-    assert again.returncode == 0 and "graph-map: already complete" in again.stdout
+    assert again.returncode == 0 and "already complete" not in again.stdout
+    assert "graph-map: tid2pdf" in again.stdout
+    assert (tmp_path / "data/graph_map/tid2pdf").read_text() == first
 
     (tmp_path / "phones.txt").write_text("<eps> 0\nsil 1\n")  # aa_B missing: an error, no map
     proc = subprocess.run([*cmd, "--data", str(tmp_path / "data2")], capture_output=True, text=True, env=env,
