@@ -77,6 +77,7 @@ class DistributedStrategy(Strategy):
         self._apply_now = False
         self._last_t: float | None = None
         self._resume_rounds: int | None = None
+        self._own_weights = False  # resumed with each learner's own weights
         self._barriers = 0
         self._work_store = store.clone() if hasattr(store, "clone") else store  # the loader's thread
         self.stats: dict[str, Any] = {}
@@ -91,7 +92,9 @@ class DistributedStrategy(Strategy):
         import torch.distributed as dist
 
         with torch.no_grad():
-            for t in list(model.parameters()) + list(model.buffers()):
+            # Resumed learners whose weights differ (no global average) keep their own.
+            tensors = list(model.buffers()) if self._own_weights else list(model.parameters()) + list(model.buffers())
+            for t in tensors:
                 dist.broadcast(t.data, src=0)
         net: nn.Module = model
         if self.layout.group_size > 1:
@@ -327,13 +330,15 @@ class DistributedStrategy(Strategy):
 
     def state_dict(self) -> dict[str, Any]:
         return {"strategy": self.name, "world_size": self.world_size, "group_size": self.layout.group_size,
-                "steps": self.steps, "rounds": 0 if self.gossip is None else self.gossip.started}
+                "steps": self.steps, "rounds": 0 if self.gossip is None else self.gossip.started,
+                "own_weights": not self.weights_agree}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("world_size", self.world_size) != self.world_size:
             raise AsrtrainError(f"checkpoint was written by {state['world_size']} learners, "
                                 f"this job has {self.world_size}")
         self.steps = int(state.get("steps", 0))
+        self._own_weights = bool(state.get("own_weights", False))
         rounds = int(state.get("rounds", 0))
         if self.gossip is None:
             self._resume_rounds = rounds

@@ -9,10 +9,12 @@ import torch
 
 
 def resumed_state(strategy: Any, cfg: Any, out: str) -> None:
-    """Resume ``cfg`` (no training) and save this learner's optimizer state and step to ``out``."""
+    """Resume ``cfg`` (no training) and save this learner's optimizer state, step and weights to ``out``."""
     from asrtrain.train.trainer import Trainer
 
     trainer = Trainer(cfg, strategy)
+    strategy.wrap(trainer.model)  # where the loop starts: the weights it trains on
     torch.save({"optimizer": trainer.optimizer.state_dict(), "step": trainer.step,
-                "start_epoch": trainer.start_epoch, "steps": strategy.steps},
+                "start_epoch": trainer.start_epoch, "steps": strategy.steps,
+                "model": trainer.model.state_dict()},
                Path(out) / f"rank{strategy.rank}.pt")
