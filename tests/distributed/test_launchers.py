@@ -19,7 +19,7 @@ BIN = Path(sys.executable).parent
 JOB = HERE / "tiny_job.py"
 
 
-def _check(out: Path, launcher: str) -> None:
+def check_result(out: Path, launcher: str) -> None:
     result = json.loads(out.read_text())
     assert result["launcher"] == launcher and result["world"] == 4
     sizes = {"ssgd": 4, "adpsgd": 1, "h-adpsgd": 2}
@@ -47,7 +47,7 @@ def _env() -> dict[str, str]:
 def test_torchrun(tmp_path):
     out = tmp_path / "result.json"
     _run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "4", str(JOB), str(out)], _env())
-    _check(out, "torchrun")
+    check_result(out, "torchrun")
 
 
 @pytest.mark.slow
@@ -59,4 +59,4 @@ def test_mpiexec(tmp_path):
     out = tmp_path / "result.json"
     exe = str(mpiexec) if mpiexec.exists() else shutil.which("mpiexec")
     _run([exe, "-n", "4", sys.executable, str(JOB), str(out)], _env())
-    _check(out, "mpich")
+    check_result(out, "mpich")
