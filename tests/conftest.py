@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,23 @@ def tiny_corpus_params() -> dict:
 def small_corpus() -> Path:
     """About six minutes of synthesized speech, 8 speakers (for slower tests)."""
     return cached_corpus("small", SMALL)
+
+
+@pytest.fixture(scope="session")
+def mini_corpus(tmp_path_factory) -> Path:
+    """The hand-made corpus of tests/lang/minicorpus.py (a handful of words, exact alignments)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "lang"))
+    from minicorpus import write_corpus
+
+    return write_corpus(tmp_path_factory.mktemp("mini_corpus"))
+
+
+@pytest.fixture(scope="session")
+def mini_lang(mini_corpus: Path, tmp_path_factory) -> tuple[Path, dict]:
+    """``prepare lang`` run once on the mini corpus (order 3, about 60 pdfs): (out dir, figures)."""
+    from asrtrain.lang.prepare import prepare_lang
+
+    out = tmp_path_factory.mktemp("mini_lang") / "lang"
+    figures = prepare_lang(mini_corpus / "dict", mini_corpus / "lm_text", mini_corpus, out,
+                           order=3, num_pdfs=60)
+    return out, figures
