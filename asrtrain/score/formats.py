@@ -93,16 +93,6 @@ def speaker_of(utt_id: str) -> str:
     return utt_id
 
 
-def read_utt2spk(path: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for no, line in _lines(path):
-        parts = line.split()
-        if len(parts) != 2:
-            raise InputError(f"line {no}: expected 'utterance speaker'", path)
-        out[parts[0]] = parts[1]
-    return out
-
-
 def read_text(path: Path, utt2spk: dict[str, str] | None = None) -> list[Utterance]:
     """Kaldi ``text``: ``uttid word word ...`` (an id alone is an empty transcript)."""
     seen: dict[str, int] = {}

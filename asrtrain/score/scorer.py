@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from asrtrain.core.errors import InputError
+from asrtrain.data.kaldi_dir import read_utt2spk
 from asrtrain.score import formats
 from asrtrain.score.align import Counts, Pair, align, count, kaldi_counts
 from asrtrain.score.normalize import Normalizer
@@ -113,9 +114,9 @@ def load_inputs(ref: Path, hyp: Path, ref_format: str = "auto", hyp_format: str 
         refs = [u for u in refs if not u.ignore]
         return Inputs(refs, grouped.hyps, rf, hf, grouped.ignored_words, grouped.extra,
                       hyp_pre_mapped=rewrite is not None)
-    spk = formats.read_utt2spk(utt2spk) if utt2spk is not None else None
+    spk = read_utt2spk(utt2spk) if utt2spk is not None else None
     if spk is None and (ref.parent / "utt2spk").is_file():
-        spk = formats.read_utt2spk(ref.parent / "utt2spk")
+        spk = read_utt2spk(ref.parent / "utt2spk")
     refs = formats.read_text(ref, spk)
     if hf == "ctm":
         hyps = formats.group_ctm_by_utt(formats.read_ctm(hyp)).hyps
