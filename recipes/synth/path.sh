@@ -1,8 +1,2 @@
-# Environment of the recipe: the project's venv first on PATH, one thread per process
-# (learners are processes; more threads per process only fight over the cores).
-recipe_root=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo_root=$(cd "$recipe_root/../.." && pwd)
-[ -x "$repo_root/.venv/bin/asrtrain" ] && export PATH="$repo_root/.venv/bin:$PATH"
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-export PYTHONUNBUFFERED=1
-command -v asrtrain >/dev/null || { echo "path.sh: asrtrain not found; run 'make install' in $repo_root" >&2; exit 1; }
+# Site settings of this recipe go here (before the shared part), e.g. extra PATH entries.
+. "$(dirname "${BASH_SOURCE[0]}")/../utils/env.sh"

@@ -1,0 +1,8 @@
+# Environment shared by the recipes (sourced by their path.sh): the project's venv first on PATH, one thread per process
+# (learners are processes; more threads per process only fight over the cores).
+utils_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo_root=$(cd "$utils_dir/../.." && pwd)
+[ -x "$repo_root/.venv/bin/asrtrain" ] && export PATH="$repo_root/.venv/bin:$PATH"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export PYTHONUNBUFFERED=1
+command -v asrtrain >/dev/null || { echo "path.sh: asrtrain not found; run 'make install' in $repo_root" >&2; exit 1; }
