@@ -5,7 +5,9 @@ Four learners (``--nproc`` launcher, gloo) train the project's BLSTM on syntheti
 21-frame chunks; each scenario runs one epoch of work-shared blocks:
 
 (a) ADPSGD step time with gossip over the same without gossip (the overlap of
-    communication with computation; target at most 1.10);
+    communication with computation; target at most 1.10), with the default transport
+    (shared memory between learners of one host) and, beside it, through the gossip
+    process group (gloo over loopback TCP);
 (b) aggregate frames/s of SSGD and of ADPSGD with learner 3 slowed 3×, each over
     its own run without the straggler (target: ADPSGD at least 0.7; SSGD, whose
     every step waits for the slowest member, falls towards 1/3).
@@ -167,6 +169,7 @@ def main() -> None:
         runs += [
             (f"adpsgd-nogossip.{i}", {"strategy": "adpsgd", "nproc": n}, False),
             (f"adpsgd.{i}", {"strategy": "adpsgd", "nproc": n}, True),
+            (f"adpsgd-group.{i}", {"strategy": "adpsgd", "nproc": n, "gossip_transport": "group"}, True),
             (f"adpsgd-straggler.{i}", {"strategy": "adpsgd", "nproc": n, **slow}, True),
             (f"ssgd.{i}", {"strategy": "ssgd", "nproc": n}, True),
             (f"ssgd-straggler.{i}", {"strategy": "ssgd", "nproc": n, **slow}, True),
@@ -185,11 +188,12 @@ def main() -> None:
 
     reps = range(args.repeats)
     step_ratios = [step_of("adpsgd", i) / step_of("adpsgd-nogossip", i) for i in reps]
+    group_ratios = [step_of("adpsgd-group", i) / step_of("adpsgd-nogossip", i) for i in reps]
     cpu_ratios = [step_of("adpsgd", i, "cpu_per_step_s") / step_of("adpsgd-nogossip", i, "cpu_per_step_s")
                   for i in reps]
     adp_ratios = [aggregate_fps(raw[f"adpsgd-straggler.{i}"]) / aggregate_fps(raw[f"adpsgd.{i}"]) for i in reps]
     ssgd_ratios = [aggregate_fps(raw[f"ssgd-straggler.{i}"]) / aggregate_fps(raw[f"ssgd.{i}"]) for i in reps]
-    step = {k: statistics.median(step_of(k, i) for i in reps) for k in ("adpsgd", "adpsgd-nogossip")}
+    step = {k: statistics.median(step_of(k, i) for i in reps) for k in ("adpsgd", "adpsgd-group", "adpsgd-nogossip")}
     cpu = {k: statistics.median(step_of(k, i, "cpu_per_step_s") for i in reps) for k in ("adpsgd", "adpsgd-nogossip")}
     fps = {k: statistics.median(aggregate_fps(raw[f"{k}.{i}"]) for i in reps) for k in names}
     figures = {
@@ -197,6 +201,10 @@ def main() -> None:
         "step_s_gossip": round(step["adpsgd"], 4), "step_s_no_gossip": round(step["adpsgd-nogossip"], 4),
         "a_gossip_step_ratio": round(statistics.median(step_ratios), 3),
         "a_step_ratio_per_repeat": [round(v, 3) for v in step_ratios],
+        "step_s_gossip_group": round(step["adpsgd-group"], 4),
+        "a_group_step_ratio": round(statistics.median(group_ratios), 3),
+        "a_group_ratio_per_repeat": [round(v, 3) for v in group_ratios],
+        "shared_memory_rounds_rank0": res["adpsgd"][0]["stats"].get("shared_memory"),
         "cpu_s_per_step_gossip": round(cpu["adpsgd"], 4), "cpu_s_per_step_no_gossip": round(cpu["adpsgd-nogossip"], 4),
         "a_gossip_cpu_ratio": round(statistics.median(cpu_ratios), 3),
         "a_cpu_ratio_per_repeat": [round(v, 3) for v in cpu_ratios],
@@ -225,7 +233,11 @@ def main() -> None:
           + (f", {args.accel_s:g} s of emulated accelerator time per step" if args.accel_s else ""))
     print(f"(a) ADPSGD step time with gossip / without: {figures['a_gossip_step_ratio']:.3f} "
           f"({figures['step_s_gossip']:.4f} s vs {figures['step_s_no_gossip']:.4f} s; target <= 1.10; "
-          f"per repeat {figures['a_step_ratio_per_repeat']})")
+          f"per repeat {figures['a_step_ratio_per_repeat']}; "
+          f"{figures['shared_memory_rounds_rank0']} of rank 0's {figures['gossip_rounds_rank0']} rounds "
+          f"in shared memory)")
+    print(f"    the same through the gossip process group (gloo, loopback TCP): {figures['a_group_step_ratio']:.3f} "
+          f"({figures['step_s_gossip_group']:.4f} s; per repeat {figures['a_group_ratio_per_repeat']})")
     print(f"    CPU time per step (all threads of a learner), with / without: {figures['a_gossip_cpu_ratio']:.3f} "
           f"({figures['cpu_s_per_step_gossip']:.4f} s vs {figures['cpu_s_per_step_no_gossip']:.4f} s)")
     print(f"    compute thread's own gossip work (after_step: snapshot, apply) per step: "

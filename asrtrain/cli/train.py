@@ -119,6 +119,9 @@ def _show(title: str, plan: dict[str, Any]) -> None:
               help="Local learner processes to start.")
 @click.option("--gossip-seed", type=int, default=0, show_default=True,
               help="Seed of the randomized ring (every learner draws the same rings).")
+@click.option("--gossip-transport", type=click.Choice(["auto", "group"]), default="auto", show_default=True,
+              help="auto: learners on one host exchange weights through shared memory (CPU); "
+                   "group: always through the gossip process group.")
 @click.option("--backend", type=click.Choice(["auto", "gloo", "nccl"]), default="auto",
               show_default=True, help="torch.distributed backend (auto: NCCL on GPUs, gloo on CPUs).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=60.0,
@@ -136,7 +139,8 @@ def train(ctx: click.Context, archive: Path, exp: Path, valid: Path | None, epoc
           dropout: float | None, seed: int, resume: bool, log_every: int, precision: str,
           threads: int | None, block_chunks: int | None, max_steps_per_epoch: int | None,
           keep_checkpoints: int, strategy: str, group_size: int | None, topology: str,
-          nproc: int, gossip_seed: int, backend: str, timeout_s: float, global_average: bool,
+          nproc: int, gossip_seed: int, gossip_transport: str, backend: str, timeout_s: float,
+          global_average: bool,
           dry_run: bool, config: str | None) -> None:
     """Train the BLSTM acoustic model on ARCHIVE into the experiment directory EXP.
 
@@ -163,7 +167,8 @@ def train(ctx: click.Context, archive: Path, exp: Path, valid: Path | None, epoc
         from asrtrain.distributed.config import DistConfig
 
         dist = DistConfig(strategy=strategy, group_size=group_size, topology=topology,
-                          nproc=nproc, gossip_seed=gossip_seed, backend=backend,
+                          nproc=nproc, gossip_seed=gossip_seed, gossip_transport=gossip_transport,
+                          backend=backend,
                           timeout_s=timeout_s, global_average=global_average)
     if dry_run:
         if distributed:

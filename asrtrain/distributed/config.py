@@ -14,6 +14,7 @@ from asrtrain.core.errors import ConfigError
 STRATEGIES = ("single", "ssgd", "adpsgd", "h-adpsgd")
 TOPOLOGIES = ("ring", "random-ring")
 BACKENDS = ("auto", "gloo", "nccl")
+TRANSPORTS = ("auto", "group")
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,9 @@ class DistConfig:
     ``straggler_rank``/``straggler_factor`` slow one rank down (tests and benches).
     ``global_average`` averages all learners' weights at each epoch end for
     validation and the checkpoint. ``reshuffle_every``: rounds between redraws of
-    the randomized ring.
+    the randomized ring. ``gossip_transport``: ``auto`` exchanges snapshots through
+    shared memory between learners of one host (on CPUs) and through the gossip
+    process group otherwise; ``group`` always uses the process group.
     """
 
     strategy: str
@@ -42,6 +45,7 @@ class DistConfig:
     straggler_factor: float = 1.0
     global_average: bool = True
     reshuffle_every: int = 4
+    gossip_transport: str = "auto"
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -50,6 +54,9 @@ class DistConfig:
             raise ConfigError(f"unknown topology {self.topology!r} (choose from {', '.join(TOPOLOGIES)})")
         if self.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {self.backend!r} (choose from {', '.join(BACKENDS)})")
+        if self.gossip_transport not in TRANSPORTS:
+            raise ConfigError(f"unknown gossip transport {self.gossip_transport!r} "
+                              f"(choose from {', '.join(TRANSPORTS)})")
         if self.group_size is not None and self.group_size < 1:
             raise ConfigError(f"--group-size must be at least 1, got {self.group_size}")
         if self.group_size is not None and self.strategy != "h-adpsgd":

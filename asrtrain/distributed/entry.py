@@ -141,6 +141,8 @@ def plan(train_cfg: Any, dist_cfg: DistConfig, rounds: int = 4) -> dict[str, Any
     })
     if n > 1:
         out["topology"] = dist_cfg.topology
+        out["gossip_transport"] = ("shared memory on one host, else the gossip group"
+                                   if dist_cfg.gossip_transport == "auto" else "the gossip group")
         out["ring"] = ring_order(n, 0, dist_cfg.topology, dist_cfg.gossip_seed, dist_cfg.reshuffle_every)
         out["rounds"] = [_pairs(matching(n, r, dist_cfg.topology, dist_cfg.gossip_seed,
                                          dist_cfg.reshuffle_every)) for r in range(rounds)]

@@ -6,7 +6,8 @@ nothing else: no store round trip, no topology) and keeps computing. The thread
 announces the round (a store key per learner and round), waits until the round's
 partner has announced it too (polled, so a slow partner is waited for as long as it
 is alive), exchanges the snapshot with it (one symmetric send/receive on the gossip
-group), and prepares ``partner − snapshot`` in place. The compute thread adds half of
+group; or, for a partner on the same host, reads its snapshot in shared memory, see
+:mod:`asrtrain.distributed.shm`), and prepares ``partner − snapshot`` in place. The compute thread adds half of
 it between two steps (:meth:`Gossip.take_delta`, one fused pass), which keeps every
 local update made meanwhile: ``x ← x + 0.5 (partner − snapshot)``. Between rounds it
 does no work at all. Each pair's deltas cancel exactly (the halving is exact), so the
@@ -29,6 +30,7 @@ import torch
 
 from asrtrain.core.errors import AsrtrainError
 from asrtrain.distributed.groups import Groups
+from asrtrain.distributed.shm import SharedSnapshots
 from asrtrain.distributed.topology import matching
 
 POLL_S = 0.002
@@ -38,6 +40,14 @@ HEARTBEAT_S = 1.0
 def round_key(rank: int, rnd: int) -> str:
     """Store key set when ``rank`` begins round ``rnd``; its partner waits on it, then deletes it."""
     return f"gossip/{rank}/{rnd}"
+
+
+def read_key(rank: int, rnd: int) -> str:
+    """Store key set when ``rank`` has read its partner's shared snapshot of round ``rnd``.
+
+    The partner may overwrite that snapshot (begin its next round) only after it.
+    """
+    return f"gossip-read/{rank}/{rnd}"
 
 
 class Heartbeat:
@@ -109,7 +119,8 @@ class Gossip:
     """The background thread exchanging weights with one partner per round."""
 
     def __init__(self, params: list[torch.Tensor], groups: Groups, store: Any, heartbeat: Heartbeat,
-                 topology: str = "ring", seed: int = 0, reshuffle_every: int = 4) -> None:
+                 topology: str = "ring", seed: int = 0, reshuffle_every: int = 4,
+                 transport: str = "auto") -> None:
         self.params = params
         self.groups = groups
         self.layout = groups.layout
@@ -119,6 +130,7 @@ class Gossip:
         self.started = 0  # rounds begun by the compute thread
         self.finished = 0  # rounds whose delta was taken
         self.exchanged = 0  # rounds that talked to a partner (not sat out)
+        self.shared_rounds = 0  # of which through shared memory
         self.comm_s = 0.0
         self.error: BaseException | None = None
         self._todo: queue.Queue[tuple[int, torch.Tensor] | None] = queue.Queue()
@@ -127,21 +139,29 @@ class Gossip:
         self._has_ready = False
         self._stop = threading.Event()
         self._nccl = torch.distributed.get_backend() == "nccl"
-        self._buffers()
+        self._buffers(transport)
         self._thread = threading.Thread(target=self._run, name=f"gossip-{self.layout.rank}", daemon=True)
         self._thread.start()
 
-    def _buffers(self) -> None:
+    def _buffers(self, transport: str) -> None:
         """Flat buffers allocated once: fresh 100 MB allocations cost page faults every round.
 
         One round is in flight at a time and the compute thread applies a delta before
-        it begins the next round, so each buffer has one user at a time.
+        it begins the next round, so each buffer has one user at a time. With
+        ``transport="auto"`` on CPUs the snapshot lives in shared memory, readable by
+        the learners of this host.
         """
         g = self.layout.group_size
         total = sum(p.numel() for p in self.params)
         self.shard = -(-total // g)  # H-ADPSGD: member j owns [j*shard, (j+1)*shard)
         like = self.params[0]
-        self._snap = torch.zeros(self.shard * g, dtype=like.dtype, device=like.device)
+        self.shm: SharedSnapshots | None = None
+        if transport == "auto" and not self._nccl and like.device.type == "cpu":
+            lay = self.layout
+            self.shm = SharedSnapshots(self.store, lay.rank, lay.world_size, self.shard * g, like.dtype)
+            self._snap = self.shm.own
+        else:
+            self._snap = torch.zeros(self.shard * g, dtype=like.dtype, device=like.device)
         self._delta = torch.zeros(self.shard * g, dtype=like.dtype, device=like.device)
         self._recv = torch.empty(self.shard, dtype=like.dtype, device=like.device) if g > 1 else self._delta
         self._snap_views = self._views(self._snap)
@@ -216,6 +236,8 @@ class Gossip:
         self._stop.set()
         self._todo.put(None)
         self._thread.join(timeout=30)
+        if self.shm is not None and not self._thread.is_alive():
+            self.shm.close()
 
     # ----- thread side -------------------------------------------------------------------------
     def _run(self) -> None:
@@ -236,12 +258,11 @@ class Gossip:
         p = matching(lay.num_super, rnd, self.topology, self.seed, self.reshuffle_every)[lay.super_id]
         return None if p is None else lay.counterpart(p)
 
-    def _wait_partner(self, partner: int, rnd: int) -> None:
-        """Block until the partner begins the round (a live but slow partner is waited for)."""
+    def _wait_partner(self, partner: int, key: str) -> None:
+        """Block until the partner sets ``key`` (a live but slow partner is waited for), then delete it."""
         # Polled with a growing pause (0.5 ms to 20 ms): cheap when the partner is
         # close behind, quiet when it is slow (the store's own timed wait logs a warning
         # at every expiry).
-        key = round_key(partner, rnd)
         pause, last_check = 0.0005, time.monotonic()
         while not self.store.check([key]):
             if self._stop.is_set():
@@ -258,17 +279,22 @@ class Gossip:
         if partner is None:
             return None
         self.store.set(round_key(self.layout.rank, rnd), "1")  # announce the round to the partner
-        self._wait_partner(partner, rnd)
+        self._wait_partner(partner, round_key(partner, rnd))
         t0 = time.perf_counter()
         g = self.layout.group_size
-        if g == 1:
-            self._exchange(snap, self._recv, partner)
-            self._recv.sub_(snap)  # _recv is _delta: partner − snapshot (halved when applied)
+        j, size = self.layout.member, self.shard
+        mine = snap if g == 1 else snap[j * size:(j + 1) * size]
+        # _recv is _delta when g == 1: it ends as partner − snapshot (halved when applied)
+        if self.shm is not None and self.shm.shared_with(partner):
+            theirs = self.shm.peer(partner)
+            torch.sub(theirs if g == 1 else theirs[j * size:(j + 1) * size], mine, out=self._recv)
+            self.store.set(read_key(self.layout.rank, rnd), "1")  # the partner may overwrite its snapshot
+            self._wait_partner(partner, read_key(partner, rnd))  # and so may this learner
+            self.shared_rounds += 1
         else:
-            j, size = self.layout.member, self.shard
-            mine = snap[j * size:(j + 1) * size]
             self._exchange(mine, self._recv, partner)
             self._recv.sub_(mine)
+        if g > 1:
             parts = list(self._delta.split(size))
             torch.distributed.all_gather(parts, self._recv, group=self.groups.super_gossip)
         delta = self._delta

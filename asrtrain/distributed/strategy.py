@@ -112,7 +112,8 @@ class DistributedStrategy(Strategy):
                     if grp is not None:
                         dist.all_reduce(torch.zeros(1, device=self.device), group=grp)
             self.gossip = Gossip([p for p in model.parameters()], self.groups, self.store, self.heartbeat,
-                                 self.cfg.topology, self.cfg.gossip_seed, self.cfg.reshuffle_every)
+                                 self.cfg.topology, self.cfg.gossip_seed, self.cfg.reshuffle_every,
+                                 self.cfg.gossip_transport)
             if self._resume_rounds is not None:
                 self._set_rounds(self._resume_rounds)
         return net
@@ -246,7 +247,7 @@ class DistributedStrategy(Strategy):
                 self.gossip.begin_round()
             self.gossip.drain()
             self.stats.update(rounds=self.gossip.started, exchanged=self.gossip.exchanged,
-                              gossip_s=round(self.gossip.comm_s, 3))
+                              shared_memory=self.gossip.shared_rounds, gossip_s=round(self.gossip.comm_s, 3))
         if self.cfg.global_average and self.layout.num_super > 1:
             self.average(model)
         self.stats.update(epoch=epoch, steps=self.epoch_steps, empty_steps=self.empty_steps)

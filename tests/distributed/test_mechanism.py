@@ -33,7 +33,11 @@ RUNS = [
     ("adpsgd-zero", {"strategy": "adpsgd", "nproc": 4, "global_average": False}, ZERO_LR),
     ("random-zero", {"strategy": "adpsgd", "nproc": 4, "global_average": False, "topology": "random-ring",
                      "reshuffle_every": 1, "gossip_seed": 3}, ZERO_LR),
+    # the same through the gossip process group (gloo point to point) instead of shared memory
+    ("adpsgd-zero-group", {"strategy": "adpsgd", "nproc": 4, "global_average": False,
+                           "gossip_transport": "group"}, ZERO_LR),
     ("h-adpsgd", {"strategy": "h-adpsgd", "group_size": 2, "nproc": 4}, HADP),
+    ("h-adpsgd-group", {"strategy": "h-adpsgd", "group_size": 2, "nproc": 4, "gossip_transport": "group"}, HADP),
     ("straggler", {"strategy": "adpsgd", "nproc": 4, "straggler_rank": 3, "straggler_factor": 3.0}, STRAGGLE),
 ]
 
@@ -71,13 +75,16 @@ def test_ssgd_equals_one_learner_on_the_union_of_the_batches(runs):
             assert torch.allclose(torch.tensor(r["weights"][s]), ref, atol=1e-5, rtol=0), f"step {s} rank {r['rank']}"
 
 
-@pytest.mark.parametrize("name", ["adpsgd-zero", "random-zero"])
+@pytest.mark.parametrize("name", ["adpsgd-zero", "random-zero", "adpsgd-zero-group"])
 def test_adpsgd_keeps_the_mean_and_reaches_consensus(runs, name):
     recs = runs[name]
     initial = torch.stack([_t(r["initial"]) for r in recs])
     final = torch.stack([_t(r["final"]) for r in recs])
-    last = recs[0]["epochs"][-1]  # the gossip counters run on across epochs
-    assert last["exchanged"] == last["rounds"] >= 3  # 4 learners: a perfect matching every round
+    for r in recs:
+        last = r["epochs"][-1]  # the gossip counters run on across epochs
+        assert last["exchanged"] == last["rounds"] >= 3  # 4 learners: a perfect matching every round
+        # one host: shared memory unless the process group was asked for
+        assert last["shared_memory"] == (0 if name.endswith("-group") else last["exchanged"])
     # Doubly stochastic mixing: the mean is kept (to float32 rounding).
     assert torch.allclose(final.mean(0), initial.mean(0), atol=2e-6, rtol=0)
     spread0 = (initial - initial.mean(0)).abs().max()
@@ -86,8 +93,9 @@ def test_adpsgd_keeps_the_mean_and_reaches_consensus(runs, name):
     assert spread1 < 0.5 * spread0
 
 
-def test_h_adpsgd_members_identical_after_every_step(runs):
-    recs = runs["h-adpsgd"]
+@pytest.mark.parametrize("name", ["h-adpsgd", "h-adpsgd-group"])
+def test_h_adpsgd_members_identical_after_every_step(runs, name):
+    recs = runs[name]
     for a, b in ((0, 1), (2, 3)):
         wa, wb = recs[a]["weights"], recs[b]["weights"]
         assert len(wa) == len(wb) >= 3
@@ -95,6 +103,7 @@ def test_h_adpsgd_members_identical_after_every_step(runs):
             assert x == y, f"members {a},{b} differ after step {s}"
     # Gossip happened between the two super-learners, and the global average makes all equal.
     assert recs[0]["epochs"][0]["exchanged"] >= 1
+    assert recs[0]["epochs"][0]["shared_memory"] == (0 if name.endswith("-group") else recs[0]["epochs"][0]["exchanged"])
     assert recs[0]["final"] == recs[2]["final"]
     assert recs[0]["weights"][-1] != recs[2]["weights"][-1]
 
@@ -111,7 +120,7 @@ def test_straggler_does_not_slow_the_others(runs):
 
 
 def test_gossip_threads_end_after_the_same_last_round(runs):
-    for name in ("adpsgd-zero", "random-zero", "h-adpsgd", "straggler"):
+    for name in ("adpsgd-zero", "random-zero", "adpsgd-zero-group", "h-adpsgd", "h-adpsgd-group", "straggler"):
         recs = runs[name]
         assert not any(r["gossip_alive_after_close"] for r in recs), name
         rounds = {r["epochs"][0]["rounds"] for r in recs}
