@@ -72,6 +72,7 @@ def scenario(strategy: Any, opts: dict[str, Any], gossip: bool) -> dict[str, Any
     loader = SyntheticLoader(opts["blocks"], opts["batches"], opts["batch"], opts["dim"], opts["pdfs"])
     iters: list[float] = []
     hooks: list[float] = []  # the compute thread's own gossip work: after_step (snapshot, apply)
+    hooks_cpu: list[float] = []  # the same in CPU time of the compute thread alone
     frames = 0
     start = last = time.perf_counter()
     cpu0 = time.process_time()
@@ -87,10 +88,11 @@ def scenario(strategy: Any, opts: dict[str, Any], gossip: bool) -> dict[str, Any
         opt.step()
         if opts["accel_s"]:
             time.sleep(opts["accel_s"])  # an accelerator computing: this learner's CPU idles
-        t_hook = time.perf_counter()
+        t_hook, c_hook = time.perf_counter(), time.thread_time()
         strategy.after_step(model, step)
         now = time.perf_counter()
         hooks.append(now - t_hook)
+        hooks_cpu.append(time.thread_time() - c_hook)
         iters.append(now - last)
         last = now
         frames += n
@@ -101,6 +103,7 @@ def scenario(strategy: Any, opts: dict[str, Any], gossip: bool) -> dict[str, Any
             "step_s": statistics.median(iters[1:] or iters), "compute_s": compute_end - start,
             "cpu_per_step_s": cpu / max(len(iters), 1),
             "after_step_s": sum(hooks) / max(len(hooks), 1),
+            "after_step_cpu_s": sum(hooks_cpu) / max(len(hooks_cpu), 1),
             "epoch_s": time.perf_counter() - start, "stats": dict(strategy.stats),
             "params": sum(p.numel() for p in model.parameters())}
 
@@ -211,6 +214,8 @@ def main() -> None:
         "after_step_ms_gossip": round(1e3 * statistics.median(step_of("adpsgd", i, "after_step_s") for i in reps), 3),
         "after_step_ms_no_gossip": round(
             1e3 * statistics.median(step_of("adpsgd-nogossip", i, "after_step_s") for i in reps), 3),
+        "after_step_cpu_ms_gossip": round(
+            1e3 * statistics.median(step_of("adpsgd", i, "after_step_cpu_s") for i in reps), 3),
         "gossip_rounds_rank0": res["adpsgd"][0]["stats"].get("exchanged"),
         "gossip_comm_s_rank0": res["adpsgd"][0]["stats"].get("gossip_s"),
         "fps": {k: round(v, 1) for k, v in fps.items()},
@@ -241,7 +246,8 @@ def main() -> None:
     print(f"    CPU time per step (all threads of a learner), with / without: {figures['a_gossip_cpu_ratio']:.3f} "
           f"({figures['cpu_s_per_step_gossip']:.4f} s vs {figures['cpu_s_per_step_no_gossip']:.4f} s)")
     print(f"    compute thread's own gossip work (after_step: snapshot, apply) per step: "
-          f"{figures['after_step_ms_gossip']:.3f} ms with gossip, {figures['after_step_ms_no_gossip']:.3f} ms without")
+          f"{figures['after_step_ms_gossip']:.3f} ms with gossip ({figures['after_step_cpu_ms_gossip']:.3f} ms of "
+          f"its CPU), {figures['after_step_ms_no_gossip']:.3f} ms without")
     print(f"    load average (1, 5, 15 min) at start {figures['load_average_start']}, "
           f"at end {figures['load_average_end']}")
     print(f"(b) aggregate frames/s with learner {n - 1} slowed {args.factor:g}x, over the same without:")
