@@ -330,8 +330,7 @@ class Trainer:
                 totals = self.run_epoch(net, epoch, metrics)
                 strategy.end_epoch(self.model, epoch)
                 if self.valid is not None:
-                    totals += evaluate(self.model, self.valid, cfg.valid_batch, self.device,
-                                       self.dtype, strategy.rank, strategy.world_size)
+                    totals += self._held_out()
                 sums = strategy.all_sum(totals)
                 loss_sum, frames, correct, steps = sums[:4]
                 seconds = time.perf_counter() - started
@@ -345,7 +344,7 @@ class Trainer:
                            "learner_steps": int(steps), "seconds": seconds,
                            "frames_per_s": frames / max(seconds, 1e-9)}
                     if self.valid is not None:
-                        row.update(held_out_figures(sums[4:]))
+                        row.update(self._held_out_row(sums[4:]))
                     self.history.append(row)
                     assert metrics is not None
                     metrics.write("epoch", **row)
@@ -362,6 +361,30 @@ class Trainer:
         return TrainResult(exp=cfg.exp, final_path=final, start_epoch=self.start_epoch,
                            epochs_done=cfg.epochs, steps=self.step, history=list(self.history))
 
+    def _held_out(self) -> list[float]:
+        """This learner's part of the held-out figures, to be summed over all learners.
+
+        Learners with equal weights split the held-out set. Learners that keep their
+        own weights (no global average) each evaluate all of it, in slot ``rank``: the
+        figure reported is then the main learner's, whose weights are the ones saved,
+        with every learner's beside it.
+        """
+        s = self.strategy
+        if getattr(s, "weights_agree", True):
+            return evaluate(self.model, self.valid, self.cfg.valid_batch, self.device, self.dtype,
+                            s.rank, s.world_size)
+        slots = [0.0] * (3 * s.world_size)
+        slots[3 * s.rank:3 * s.rank + 3] = evaluate(self.model, self.valid, self.cfg.valid_batch,
+                                                    self.device, self.dtype)
+        return slots
+
+    def _held_out_row(self, sums: list[float]) -> dict[str, Any]:
+        """The epoch row's held-out figures from the summed :meth:`_held_out` values."""
+        if len(sums) == 3:
+            return held_out_figures(sums)
+        learners = [held_out_figures(sums[i:i + 3]) for i in range(0, len(sums), 3)]
+        return {**learners[0], "valid_loss_by_learner": [round(f["valid_loss"], 5) for f in learners]}
+
     def _write_final(self) -> Path:
         meta = {"train_config": self.cfg.to_dict(), "epochs": self.cfg.epochs, "steps": self.step,
                 "history": self.history, "archive_header": _plain(self.archive.header),
@@ -377,6 +400,9 @@ def epoch_summary(row: dict[str, Any]) -> str:
     text = (f"epoch {row['epoch']}: train loss {row['train_loss']:.4f} acc {100 * row['train_acc']:.1f}%")
     if "valid_loss" in row:
         text += f" | held-out loss {row['valid_loss']:.4f} acc {100 * row['valid_acc']:.1f}%"
+    if "valid_loss_by_learner" in row:
+        by = row["valid_loss_by_learner"]
+        text += f" (learners {min(by):.4f}-{max(by):.4f})"
     return (text + f" | lr {row['lr']:.4g} | {row['frames_per_s']:,.0f} frames/s | "
             f"{row['seconds']:.1f} s, step {row['step']}")
 

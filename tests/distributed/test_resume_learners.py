@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from asrtrain.distributed.entry import run_job  # noqa: E402
 from asrtrain.model.io import load_final  # noqa: E402
 from asrtrain.train.checkpoint import load_checkpoint, load_learner_state  # noqa: E402
 from asrtrain.train.config import TrainConfig  # noqa: E402
-from asrtrain.train.trainer import Trainer  # noqa: E402
+from asrtrain.train.trainer import Trainer, evaluate  # noqa: E402
 
 
 def _momenta(optimizer_state: dict) -> list[torch.Tensor]:
@@ -65,6 +66,14 @@ def test_adpsgd_learners_resume_their_own_momentum_and_weights(archives, tmp_pat
     assert any(not all(torch.equal(x, y) for x, y in zip(momenta[0], m, strict=True)) for m in momenta[1:])
     trainer_state = load_checkpoint(ckpt)["trainer"]
     assert trainer_state["learners"] == 3
+    # the held-out figure is that of the weights saved (rank 0's), on the whole held-out set
+    row = [r for r in map(json.loads, (exp / "metrics.jsonl").read_text().splitlines()) if r["kind"] == "epoch"][-1]
+    rank0 = Trainer(dataclasses.replace(TrainConfig.from_dict(trainer_state["config"]), exp=tmp_path / "eval"))
+    rank0.model.load_state_dict(saved[0]["model"])
+    loss_sum, frames, _ = evaluate(rank0.model, rank0.valid, 64, torch.device("cpu"), None)
+    assert row["valid_frames"] == frames
+    assert abs(row["valid_loss"] - loss_sum / frames) < 1e-4
+    assert len(row["valid_loss_by_learner"]) == 3 and row["valid_loss_by_learner"][0] == round(row["valid_loss"], 5)
     cfg = dataclasses.replace(TrainConfig.from_dict(trainer_state["config"]), epochs=2, resume=True)
     out = tmp_path / "resumed"
     out.mkdir()
