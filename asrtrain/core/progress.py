@@ -72,6 +72,10 @@ class Progress:
         elif time.time() - self._last_log >= self.interval:
             self._log()
 
+    def set_done(self, done: float, **fields: Any) -> None:
+        """Set the work done so far (when it is read from elsewhere rather than counted here)."""
+        self.advance(done - self.done, **fields)
+
     def update(self, **fields: Any) -> None:
         """Change the extra fields without counting work."""
         self.fields.update(fields)

@@ -254,7 +254,7 @@ def run_jobs(cfg: DecodeConfig, jobs: list[list[str]], total: int) -> list[JobSt
     """All jobs, in this process when there is one, else in spawned processes."""
     from asrtrain.core.progress import Progress
 
-    with Progress("decode", total=total, unit="utt") as bar:
+    with Progress("decode", total=total, unit=" utts") as bar:
         if len(jobs) == 1:
             return [run_job(0, jobs[0], cfg, progress=bar.advance)]
         ctx = mp.get_context("spawn")

@@ -80,6 +80,7 @@ class DistributedStrategy(Strategy):
         self._own_weights = False  # resumed with each learner's own weights
         self._barriers = 0
         self._work_store = store.clone() if hasattr(store, "clone") else store  # the loader's thread
+        self._queue: WorkQueue | None = None
         self.stats: dict[str, Any] = {}
 
     # ----- what the loop asks ----------------------------------------------------------------
@@ -134,8 +135,8 @@ class DistributedStrategy(Strategy):
     def batches(self, loader: Any, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The epoch's batches for this learner, with work sharing and lockstep members."""
         self._begin_epoch()
-        queue = WorkQueue(self._work_store, self.layout, self.groups.super, loader.num_blocks, epoch,
-                          self.seed, self.device)
+        queue = self._queue = WorkQueue(self._work_store, self.layout, self.groups.super, loader.num_blocks,
+                                        epoch, self.seed, self.device)
         if self.layout.group_size == 1:
             for x, y in loader.epoch(epoch, blocks=queue.iter_blocks()):
                 self.heartbeat.touch()
@@ -144,6 +145,13 @@ class DistributedStrategy(Strategy):
             return
         yield from self._lockstep(loader, epoch, queue)
         self.stats["blocks"] = len(queue.claimed)
+
+    def blocks_handed_out(self) -> int | None:
+        """Blocks of this epoch claimed by all super-learners so far (a read of the shared counter)."""
+        q = self._queue
+        if q is None:
+            return 0
+        return min(int(self.store.add(q.key, 0)), q.num_blocks)
 
     def _lockstep(self, loader: Any, epoch: int, queue: WorkQueue) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         import torch.distributed as dist

@@ -44,6 +44,14 @@ class Strategy:
         """The block ids this learner trains on this epoch; ``None``: the loader's own shard."""
         return None
 
+    def blocks_handed_out(self) -> int | None:
+        """Blocks of this epoch handed to all learners so far; ``None``: no shared counter.
+
+        Under work sharing no learner knows its own number of steps in advance, so
+        the epoch's progress is read from the shared counter instead.
+        """
+        return None
+
     def loss_denominator(self, local_frames: int) -> float:
         """What the summed frame loss is divided by before backward.
 
