@@ -294,9 +294,9 @@ class Trainer:
         chunks, t0 = 0, time.perf_counter()
         share = self.strategy.world_size / max(self.archive.num_chunks, 1)
         show = None if self.strategy.is_main else False
-        # Work sharing: steps per learner are unknown in advance; the main learner shows the
-        # epoch's blocks handed out to all learners instead.
-        shared = show is not False and self.strategy.blocks_handed_out() is not None
+        # Work sharing: steps per learner are unknown in advance; the epoch's progress is
+        # the blocks handed out to all learners instead (this learner's steps beside it).
+        shared = self.strategy.blocks_handed_out() is not None
         total, unit = (self.loader.num_blocks, " blocks") if shared else (total_steps, " steps")
         with Progress(f"epoch {epoch}/{self.cfg.epochs}", total=total, enabled=show, unit=unit) as bar:
             for x, y in batches:
@@ -315,7 +315,9 @@ class Trainer:
                                       frames_per_s=win_frames / max(now - win_start, 1e-9))
                     win_loss, win_frames, win_start = 0.0, 0, now
                 rate = totals[1] / max(time.perf_counter() - t0, 1e-9)
-                fields = {"step": self.step, "loss": loss_sum / max(frames, 1), "lr": lr, "fps": f"{rate:.0f}"}
+                fields = {"step": self.step, "lr": lr, "fps": f"{rate:.0f}"}
+                if frames:  # an empty step (a member waiting in lockstep) has no loss to show
+                    fields["loss"] = loss_sum / frames
                 if shared:
                     bar.set_done(self.strategy.blocks_handed_out() or 0, **fields)
                 else:
