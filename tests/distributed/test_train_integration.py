@@ -73,16 +73,19 @@ def test_dry_run_shows_the_plan(archives, tmp_path):
     assert "[[[0, 1], [2, 3]], [[0, 3], [1, 2]]" in out  # the ring of the 4 super-learners
     assert re.search(r"batch_per_learner\s*│ 1\s", out) and re.search(r"effective_batch\s*│ 8\s", out)
     assert re.search(r"global_average\s*│ True\s", out)
+    assert re.search(r"gossip_transport\s*│ shared memory on one host, else the gossip group\s", out)
     assert not (tmp_path / "e").exists()
 
 
 def test_no_global_average_reaches_the_plan(archives, tmp_path):
     train, _ = archives
     proc = subprocess.run([str(ASRTRAIN), "train", str(train), str(tmp_path / "e"), *TINY, "--strategy",
-                           "adpsgd", "--nproc", "4", "--no-global-average", "--dry-run"],
+                           "adpsgd", "--nproc", "4", "--no-global-average", "--gossip-transport", "group",
+                           "--dry-run"],
                           capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="200"))
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"global_average\s*│ False\s", proc.stdout), proc.stdout
+    assert re.search(r"gossip_transport\s*│ the gossip group\s", proc.stdout), proc.stdout
     help_text = subprocess.run([str(ASRTRAIN), "train", "--help"], capture_output=True, text=True,
                                timeout=60, env=dict(os.environ, COLUMNS="200")).stdout
     help_text = " ".join(help_text.split())
