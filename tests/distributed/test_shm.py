@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def _build(hosts: list[str], dirs: list[Path], numel: int = 1000) -> list[Shared
     return [s for s in out if s is not None]
 
 
-@pytest.mark.skipif(not SHM_DIR.is_dir(), reason="no /dev/shm")
+@pytest.mark.skipif(not (SHM_DIR.is_dir() and os.access(SHM_DIR, os.W_OK)), reason="no writable /dev/shm")
 def test_learners_on_one_host_read_each_others_snapshot_in_place() -> None:
     snaps = _build(["h", "h", "other"], [SHM_DIR] * 3)
     try:
