@@ -7,8 +7,8 @@ announces the round (a store key per learner and round), waits until the round's
 partner has announced it too (polled, so a slow partner is waited for as long as it
 is alive), exchanges the snapshot with it (one symmetric send/receive on the gossip
 group; or, for a partner on the same host, reads its snapshot in shared memory, see
-:mod:`asrtrain.distributed.shm`), and prepares ``partner − snapshot`` in place. The compute thread adds half of
-it between two steps (:meth:`Gossip.take_delta`, one fused pass), which keeps every
+:mod:`asrtrain.distributed.shm`), and prepares ``partner − snapshot`` in place. The
+compute thread adds half of it between two steps (:meth:`Gossip.take_delta`, one fused pass), which keeps every
 local update made meanwhile: ``x ← x + 0.5 (partner − snapshot)``. Between rounds it
 does no work at all. Each pair's deltas cancel exactly (the halving is exact), so the
 mean of the weights is kept (a doubly stochastic mixing matrix).
