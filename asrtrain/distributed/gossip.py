@@ -8,10 +8,11 @@ partner has announced it too (polled, so a slow partner is waited for as long as
 is alive), exchanges the snapshot with it (one symmetric send/receive on the gossip
 group; or, for a partner on the same host, reads its snapshot in shared memory, see
 :mod:`asrtrain.distributed.shm`), and prepares ``partner − snapshot`` in place. The
-compute thread adds half of it between two steps (:meth:`Gossip.take_delta`, one fused pass), which keeps every
-local update made meanwhile: ``x ← x + 0.5 (partner − snapshot)``. Between rounds it
-does no work at all. Each pair's deltas cancel exactly (the halving is exact), so the
-mean of the weights is kept (a doubly stochastic mixing matrix).
+compute thread adds half of it between two steps (:meth:`Gossip.take_delta`, one
+fused pass), which keeps every local update made meanwhile:
+``x ← x + 0.5 (partner − snapshot)``. Between rounds it does no work at all. Each
+pair's deltas cancel exactly (the halving is exact), so the mean of the weights is
+kept (a doubly stochastic mixing matrix).
 
 H-ADPSGD: member ``j`` of a super-learner exchanges shard ``j`` of the flat weights
 with member ``j`` of the partner, then one ``all_gather`` on the super-learner's
