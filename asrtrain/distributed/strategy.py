@@ -147,11 +147,11 @@ class DistributedStrategy(Strategy):
         self.stats["blocks"] = len(queue.claimed)
 
     def blocks_handed_out(self) -> int | None:
-        """Blocks of this epoch claimed by all super-learners so far (a read of the shared counter)."""
-        q = self._queue
-        if q is None:
-            return 0
-        return min(int(self.store.add(q.key, 0)), q.num_blocks)
+        """Blocks of this epoch claimed by all super-learners, as of this learner's last claim.
+
+        Known from the claims themselves: no store round trip on the step's path.
+        """
+        return 0 if self._queue is None else self._queue.handed_out
 
     def _lockstep(self, loader: Any, epoch: int, queue: WorkQueue) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         import torch.distributed as dist

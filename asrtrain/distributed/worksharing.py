@@ -35,6 +35,7 @@ class WorkQueue:
         self.order = block_order(num_blocks, epoch, seed)
         self.key = f"ws/{epoch}"
         self.claimed: list[int] = []
+        self.handed_out = 0  # the counter as of this learner's last claim (all learners' blocks)
 
     def claim(self) -> int | None:
         """This member's next block id, or ``None`` when its position is past the end.
@@ -45,6 +46,7 @@ class WorkQueue:
         g = self.layout.group_size
         if g == 1:
             pos = int(self.store.add(self.key, 1)) - 1
+            self.handed_out = min(pos + 1, self.num_blocks)
         else:
             import torch
             import torch.distributed as dist
@@ -54,6 +56,7 @@ class WorkQueue:
                 first[0] = int(self.store.add(self.key, g)) - g
             dist.broadcast(first, src=self.layout.ranks_of(self.layout.super_id)[0], group=self.super_group)
             pos = int(first.cpu()[0]) + self.layout.member
+            self.handed_out = min(pos - self.layout.member + g, self.num_blocks)
         if pos >= self.num_blocks:
             return None
         block = int(self.order[pos])

@@ -324,6 +324,8 @@ class Trainer:
                     bar.advance(1, **fields)
                 if self.cfg.max_steps_per_epoch and totals[3] >= self.cfg.max_steps_per_epoch:
                     break
+            if shared:  # the claim that found no block left came after the last step
+                bar.set_done(self.strategy.blocks_handed_out() or 0)
 
     def fit(self) -> TrainResult:
         """Run the remaining epochs, write checkpoints and ``final.pt`` (main learner)."""
