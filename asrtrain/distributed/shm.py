@@ -44,7 +44,7 @@ class _Segment:
     """One mapped file of ``/dev/shm`` seen as a flat tensor."""
 
     def __init__(self, path: Path, numel: int, dtype: torch.dtype, create: bool) -> None:
-        nbytes = numel * torch.empty(0, dtype=dtype).element_size()
+        nbytes = numel * dtype.itemsize
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         fd = os.open(path, flags, 0o600)
         try:
@@ -95,8 +95,8 @@ class SharedSnapshots:
         oks = self._gather(store, "shm-ok")  # everyone has mapped: the names can go
         if own is not None:
             path.unlink(missing_ok=True)
-        self._local = {r for r, info in enumerate(infos)
-                       if r != rank and info["host"] == self.host and oks[r] and ok and r in self._segments}
+        # mapped peers (same host) that mapped every buffer too, while this learner did as well
+        self._local = {r for r in self._segments if r != rank and ok and oks[r]}
 
     def _create(self, path: Path, numel: int, dtype: torch.dtype) -> _Segment | None:
         try:
