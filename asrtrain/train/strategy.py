@@ -44,6 +44,11 @@ class Strategy:
         """The block ids this learner trains on this epoch; ``None``: the loader's own shard."""
         return None
 
+    @property
+    def weights_agree(self) -> bool:
+        """Whether every learner holds the same weights at an epoch's end (else each saves its own)."""
+        return True
+
     def blocks_handed_out(self) -> int | None:
         """Blocks of this epoch handed to all learners so far; ``None``: no shared counter.
 

@@ -221,7 +221,7 @@ class Trainer:
         state: dict[str, Any] = {"optimizer": self.optimizer.state_dict(), "step": self.step,
                                  "strategy": self.strategy.state_dict(),
                                  "world_size": self.strategy.world_size}
-        if not getattr(self.strategy, "weights_agree", True):
+        if not self.strategy.weights_agree:
             state["model"] = self.model.state_dict()
         return state
 
@@ -381,7 +381,7 @@ class Trainer:
         with every learner's beside it.
         """
         s = self.strategy
-        if getattr(s, "weights_agree", True):
+        if s.weights_agree:
             return evaluate(self.model, self.valid, self.cfg.valid_batch, self.device, self.dtype,
                             s.rank, s.world_size)
         slots = [0.0] * (3 * s.world_size)
