@@ -53,3 +53,15 @@ def config_option(func: F) -> F:
 def resolved_params(ctx: click.Context) -> dict[str, Any]:
     """The command's parameters as finally resolved (config file + command line + defaults)."""
     return {k: v for k, v in ctx.params.items() if k != "config"}
+
+
+def default_of(config_class: type, name: str) -> Any:
+    """The default of a config dataclass's field: an option's default lives in the dataclass."""
+    from dataclasses import MISSING, fields
+
+    for f in fields(config_class):
+        if f.name == name:
+            if f.default is MISSING:
+                raise TypeError(f"{config_class.__name__}.{name} has no plain default")
+            return f.default
+    raise TypeError(f"{config_class.__name__} has no field {name!r}")

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import tomllib
 import yaml
 
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import ConfigError
+
+T = TypeVar("T")
 
 
 def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -60,3 +62,17 @@ def write_config(path: str | os.PathLike[str], params: dict[str, Any]) -> None:
     """Write the resolved configuration of a run, loadable again with ``--config``."""
     plain = {k: to_plain(v) for k, v in params.items() if k != "config"}
     write_text(path, yaml.safe_dump(plain, sort_keys=True, default_flow_style=False))
+
+
+def strict_from_dict(cls: type[T], data: dict[str, Any], what: str) -> T:
+    """``cls(**data)`` for a dataclass, where an unknown key is an error naming it.
+
+    ``what`` says what the keys are ("training option"), for the message.
+    """
+    from dataclasses import fields
+
+    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"unknown {what}(s): {', '.join(unknown)}")
+    return cls(**data)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -31,6 +32,11 @@ IGNORE_INDEX = -100
 
 Batch = tuple[Any, Any]
 _END = object()
+
+
+def real_frames(y: Any) -> int:
+    """Frames of a target batch that count in the loss (padding carries ``IGNORE_INDEX``)."""
+    return int((y != IGNORE_INDEX).sum())
 
 
 class ChunkLoader:
@@ -89,17 +95,27 @@ class ChunkLoader:
         return np.random.default_rng([self.seed, epoch, block, 1]).permutation(stop - start)
 
     # -- the data --------------------------------------------------------------------------
-    def epoch(self, epoch: int, blocks: Iterable[int] | None = None) -> Iterator[Batch]:
-        """Yield the batches of ``blocks`` (default: this learner's shard of the epoch)."""
+    def epoch(self, epoch: int, blocks: Iterable[int] | None = None, claim_late: bool = False) -> Iterator[Batch]:
+        """Yield the batches of ``blocks`` (default: this learner's shard of the epoch).
+
+        ``claim_late``: take the next block id from ``blocks`` only when at most one
+        batch is left waiting. Where taking an id is claiming work from a shared
+        counter, a slow learner must not hoard blocks in its prefetch queue that a
+        fast one could be training on; the next block is still read while the last
+        queued batch computes.
+        """
         if not self.archive.has_targets:
             raise ConfigError("archive has no targets (made without --ali); it can be decoded "
                               "but not trained on", self.archive.path)
         order: Iterable[int] = self.shard(epoch) if blocks is None else blocks
-        produce = self._batches(epoch, order)
         if self.prefetch <= 0:
-            yield from produce
+            yield from self._batches(epoch, order)
             return
-        yield from _prefetched(produce, self.prefetch)
+        buffer: queue.Queue[Any] = queue.Queue(maxsize=self.prefetch)
+        stop = threading.Event()
+        if claim_late:
+            order = _when_drained(order, buffer, stop)
+        yield from _prefetched(self._batches(epoch, order), buffer, stop)
 
     def _batches(self, epoch: int, blocks: Iterable[int]) -> Iterator[Batch]:
         import torch
@@ -127,13 +143,26 @@ class ChunkLoader:
                 f"world_size={self.world_size})")
 
 
-def _prefetched(items: Iterator[Any], depth: int) -> Iterator[Any]:
-    """Run ``items`` in a daemon thread, ``depth`` results ahead; errors re-raise here.
+def _when_drained(blocks: Iterable[int], buffer: queue.Queue[Any], stop: threading.Event,
+                  low: int = 1, poll_s: float = 0.001) -> Iterator[int]:
+    """``blocks``, each taken only once ``buffer`` holds at most ``low`` items (or on stop)."""
+    it = iter(blocks)
+    while True:
+        while buffer.qsize() > low and not stop.is_set():
+            time.sleep(poll_s)
+        if stop.is_set():
+            return
+        block = next(it, None)
+        if block is None:
+            return
+        yield block
+
+
+def _prefetched(items: Iterator[Any], buffer: queue.Queue[Any], stop: threading.Event) -> Iterator[Any]:
+    """Run ``items`` in a daemon thread, filling ``buffer`` ahead; errors re-raise here.
 
     Closing the consumer (``break`` out of the loop) stops the thread promptly.
     """
-    buffer: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
 
     def put(value: Any) -> bool:
         while not stop.is_set():

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from asrtrain.core.config import strict_from_dict
 from asrtrain.core.errors import ConfigError
 
 STRATEGIES = ("single", "ssgd", "adpsgd", "h-adpsgd")
@@ -81,5 +82,5 @@ class DistConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DistConfig:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**data)
+        """Inverse of :meth:`to_dict`; unknown keys are an error naming them."""
+        return strict_from_dict(cls, data, "distributed option")

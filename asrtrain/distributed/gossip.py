@@ -1,4 +1,4 @@
-"""The gossip communication thread, and the heartbeat that tells a dead learner from a slow one.
+"""The gossip communication thread: one exchange with one partner per round, overlapped with compute.
 
 The compute thread hands the thread a snapshot of the weights after a step
 (:meth:`Gossip.begin_round`: one fused copy into a flat buffer allocated once, and
@@ -31,11 +31,9 @@ import torch
 
 from asrtrain.core.errors import AsrtrainError
 from asrtrain.distributed.groups import Groups
+from asrtrain.distributed.heartbeat import CHECK_S, POLL_S, Heartbeat, own_client
 from asrtrain.distributed.shm import SharedSnapshots
 from asrtrain.distributed.topology import matching
-
-POLL_S = 0.002
-HEARTBEAT_S = 1.0
 
 
 def round_key(rank: int, rnd: int) -> str:
@@ -51,71 +49,6 @@ def read_key(rank: int, rnd: int) -> str:
     return f"gossip-read/{rank}/{rnd}"
 
 
-class Heartbeat:
-    """A thread that bumps ``hb/<rank>`` every second, and the watcher of the others'.
-
-    A learner whose counter has not moved for ``timeout_s`` is dead or hung: every
-    wait in this package checks :meth:`check` and fails naming that rank.
-    """
-
-    def __init__(self, store: Any, rank: int, world_size: int, timeout_s: float) -> None:
-        self.store = store.clone() if hasattr(store, "clone") else store
-        self.watch_store = store.clone() if hasattr(store, "clone") else store
-        self.rank, self.world_size, self.timeout_s = rank, world_size, timeout_s
-        self._stop = threading.Event()
-        self._seen: dict[int, tuple[int, float]] = {}
-        self._lock = threading.Lock()
-        self.store.add(f"hb/{rank}", 1)
-        self._touched = time.monotonic()
-        self.free = True
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{rank}", daemon=True)
-        self._thread.start()
-
-    def touch(self) -> None:
-        """The compute thread made progress (a step, a poll in a wait)."""
-        self._touched = time.monotonic()
-
-    def _beat(self) -> None:
-        # Beat only while the compute thread moves: a learner stuck in a step for half
-        # the timeout is reported as hung, not only a dead process.
-        while not self._stop.wait(HEARTBEAT_S):
-            if not self.free and time.monotonic() - self._touched > self.timeout_s / 2:
-                continue
-            try:
-                self.store.add(f"hb/{self.rank}", 1)
-            except Exception:  # noqa: BLE001 - the store is gone: the job is ending
-                return
-
-    def check(self, ranks: list[int] | None = None) -> None:
-        """Raise naming the first rank whose heartbeat stopped more than ``timeout_s`` ago."""
-        now = time.monotonic()
-        with self._lock:
-            for r in range(self.world_size) if ranks is None else ranks:
-                if r == self.rank:
-                    continue
-                try:
-                    count = int(self.watch_store.add(f"hb/{r}", 0))
-                except Exception as exc:  # noqa: BLE001
-                    raise AsrtrainError(f"lost the rendezvous store while watching learner rank {r}: {exc}") from None
-                last = self._seen.get(r)
-                if last is None or last[0] != count:
-                    self._seen[r] = (count, now)
-                elif now - last[1] > self.timeout_s:
-                    raise AsrtrainError(
-                        f"learner rank {r} stopped responding (no heartbeat for {now - last[1]:.0f} s)"
-                    )
-
-    def stale(self, wait_s: float) -> list[int]:
-        """Ranks whose heartbeat does not move within ``wait_s`` (to name a failed peer)."""
-        first = {r: int(self.watch_store.add(f"hb/{r}", 0)) for r in range(self.world_size) if r != self.rank}
-        time.sleep(wait_s)
-        return [r for r, c in first.items() if int(self.watch_store.add(f"hb/{r}", 0)) == c]
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
 class Gossip:
     """The background thread exchanging weights with one partner per round."""
 
@@ -125,7 +58,7 @@ class Gossip:
         self.params = params
         self.groups = groups
         self.layout = groups.layout
-        self.store = store.clone() if hasattr(store, "clone") else store  # the thread's client
+        self.store = own_client(store)  # the thread's client
         self.heartbeat = heartbeat
         self.topology, self.seed, self.reshuffle_every = topology, seed, reshuffle_every
         self.started = 0  # rounds begun by the compute thread
@@ -270,7 +203,7 @@ class Gossip:
                 raise AsrtrainError(f"gossip of learner rank {self.layout.rank} stopped while waiting for rank {partner}")
             time.sleep(pause)
             pause = min(pause * 1.5, 0.02)
-            if time.monotonic() - last_check > 0.5:
+            if time.monotonic() - last_check > CHECK_S:
                 self.heartbeat.check([partner])
                 last_check = time.monotonic()
         self.store.delete_key(key)

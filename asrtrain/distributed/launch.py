@@ -81,37 +81,55 @@ def _tasks_per_node(value: str) -> int:
     return int(m.group(1))
 
 
+def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int:
+    """An integer launcher variable, or an error naming it."""
+    value = env.get(name, "").strip()
+    if not value:
+        if default is None:
+            raise ConfigError(f"environment variable {name} is not set")
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"environment variable {name}={value!r} is not an integer") from None
+
+
 def _port(env: Mapping[str, str]) -> int | None:
-    return int(env["MASTER_PORT"]) if "MASTER_PORT" in env else None
+    return _int(env, "MASTER_PORT") if env.get("MASTER_PORT", "").strip() else None
 
 
 def detect(env: Mapping[str, str] | None = None) -> Placement | None:
-    """The placement from the environment, or ``None`` outside any launcher."""
+    """The placement from the environment, or ``None`` outside any launcher.
+
+    The one place that decides whether a launcher started this process. A Slurm
+    step of one task is no launcher (``srun asrtrain train --nproc 4`` starts its
+    own workers); torchrun wins inside srun, Open MPI over the PMI variables it
+    may also set.
+    """
     env = os.environ if env is None else env
     addr = env.get("MASTER_ADDR")
     if "RANK" in env and "WORLD_SIZE" in env:
-        world = int(env["WORLD_SIZE"])
-        return Placement(int(env["RANK"]), world, int(env.get("LOCAL_RANK", env["RANK"])),
-                         int(env.get("LOCAL_WORLD_SIZE", world)), addr, _port(env), "torchrun")
+        rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
+        return Placement(rank, world, _int(env, "LOCAL_RANK", rank), _int(env, "LOCAL_WORLD_SIZE", world),
+                         addr, _port(env), "torchrun")
     if "OMPI_COMM_WORLD_RANK" in env:
-        world = int(env["OMPI_COMM_WORLD_SIZE"])
-        return Placement(int(env["OMPI_COMM_WORLD_RANK"]), world,
-                         int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["OMPI_COMM_WORLD_RANK"])),
-                         int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", world)), addr, _port(env), "openmpi")
+        rank, world = _int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_SIZE")
+        return Placement(rank, world, _int(env, "OMPI_COMM_WORLD_LOCAL_RANK", rank),
+                         _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", world), addr, _port(env), "openmpi")
     if "PMI_RANK" in env and "PMI_SIZE" in env:
-        world = int(env["PMI_SIZE"])
-        return Placement(int(env["PMI_RANK"]), world, int(env.get("MPI_LOCALRANKID", env["PMI_RANK"])),
-                         int(env.get("MPI_LOCALNRANKS", world)), addr, _port(env), "mpich")
-    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
-        world = int(env["SLURM_NTASKS"])
+        rank, world = _int(env, "PMI_RANK"), _int(env, "PMI_SIZE")
+        return Placement(rank, world, _int(env, "MPI_LOCALRANKID", rank), _int(env, "MPI_LOCALNRANKS", world),
+                         addr, _port(env), "mpich")
+    if "SLURM_PROCID" in env and _int(env, "SLURM_NTASKS", 1) > 1:
+        world = _int(env, "SLURM_NTASKS")
         nodes = env.get("SLURM_NODELIST") or env.get("SLURM_JOB_NODELIST")
         if addr is None and nodes:
             addr = expand_hostlist(nodes)[0]
         port = _port(env)
         if port is None and "SLURM_JOB_ID" in env:
-            port = 12000 + int(env["SLURM_JOB_ID"]) % 20000
+            port = 12000 + _int(env, "SLURM_JOB_ID") % 20000
         local_world = _tasks_per_node(env["SLURM_NTASKS_PER_NODE"]) if "SLURM_NTASKS_PER_NODE" in env else world
-        return Placement(int(env["SLURM_PROCID"]), world, int(env.get("SLURM_LOCALID", 0)),
+        return Placement(_int(env, "SLURM_PROCID"), world, _int(env, "SLURM_LOCALID", 0),
                          local_world, addr, port, "slurm")
     return None
 

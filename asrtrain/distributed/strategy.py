@@ -18,23 +18,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
-from asrtrain.core.errors import AsrtrainError
+from asrtrain.data.loader import IGNORE_INDEX, real_frames
+from asrtrain.distributed.base import Batches, Strategy
 from asrtrain.distributed.config import DistConfig
-from asrtrain.distributed.gossip import POLL_S, Gossip, Heartbeat
+from asrtrain.distributed.gossip import Gossip
 from asrtrain.distributed.groups import Layout, make_groups, resolve_group_size
+from asrtrain.distributed.heartbeat import Heartbeat, own_client, wait_for_count
 from asrtrain.distributed.launch import Placement
-from asrtrain.distributed.worksharing import WorkQueue, block_order
-from asrtrain.train.strategy import Strategy
+from asrtrain.distributed.worksharing import WorkQueue
 
 log = logging.getLogger("asrtrain.distributed")
-
-IGNORE_INDEX = -100
 
 
 def _no_buffer_sync() -> dict[str, Any]:
@@ -45,11 +44,6 @@ def _no_buffer_sync() -> dict[str, Any]:
 
     params = inspect.signature(DDP.__init__).parameters
     return {"forward_sync_buffers": False} if "forward_sync_buffers" in params else {"broadcast_buffers": False}
-
-
-def real_frames(y: torch.Tensor) -> int:
-    """Frames that count in the loss (padding carries ``IGNORE_INDEX``)."""
-    return int((y != IGNORE_INDEX).sum())
 
 
 class DistributedStrategy(Strategy):
@@ -79,9 +73,8 @@ class DistributedStrategy(Strategy):
         self._resume_rounds: int | None = None
         self._own_weights = False  # resumed with each learner's own weights
         self._barriers = 0
-        self._work_store = store.clone() if hasattr(store, "clone") else store  # the loader's thread
+        self._work_store = own_client(store)  # claims happen in the loader's prefetch thread
         self._queue: WorkQueue | None = None
-        self.stats: dict[str, Any] = {}
 
     # ----- what the loop asks ----------------------------------------------------------------
     @property
@@ -119,26 +112,13 @@ class DistributedStrategy(Strategy):
                 self._set_rounds(self._resume_rounds)
         return net
 
-    def blocks(self, epoch: int, num_blocks: int) -> Iterable[int] | None:
-        """Blocks for the plain loop: claimed from the shared counter (one learner per super-learner).
-
-        Members of a bigger super-learner must step in lockstep, which only
-        :meth:`batches` guarantees; for them this falls back to a static even split.
-        """
-        self._begin_epoch()
-        if self.layout.group_size == 1:
-            return WorkQueue(self._work_store, self.layout, None, num_blocks, epoch, self.seed,
-                             self.device).iter_blocks()
-        order = block_order(num_blocks, epoch, self.seed)
-        return [int(b) for b in order[self.rank::self.world_size]]
-
-    def batches(self, loader: Any, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(self, loader: Any, epoch: int) -> Batches:
         """The epoch's batches for this learner, with work sharing and lockstep members."""
         self._begin_epoch()
-        queue = self._queue = WorkQueue(self._work_store, self.layout, self.groups.super, loader.num_blocks,
-                                        epoch, self.seed, self.device)
+        queue = self._queue = WorkQueue(self._work_store, self.layout, self.groups.super,
+                                        loader.block_order(epoch), epoch, self.device)
         if self.layout.group_size == 1:
-            for x, y in loader.epoch(epoch, blocks=queue.iter_blocks()):
+            for x, y in loader.epoch(epoch, blocks=queue.iter_blocks(), claim_late=True):
                 self.heartbeat.touch()
                 yield x, y
             self.stats["blocks"] = len(queue.claimed)
@@ -153,7 +133,7 @@ class DistributedStrategy(Strategy):
         """
         return 0 if self._queue is None else self._queue.handed_out
 
-    def _lockstep(self, loader: Any, epoch: int, queue: WorkQueue) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def _lockstep(self, loader: Any, epoch: int, queue: WorkQueue) -> Batches:
         import torch.distributed as dist
 
         g = self.layout.group_size
@@ -200,25 +180,19 @@ class DistributedStrategy(Strategy):
         return int(t[0]), int(t[1])
 
     def loss_denominator(self, local_frames: int) -> float:
-        """The super-learner's real frames, times the group size that DDP's mean divides by.
+        """The super-learner's real frames over the group size that DDP's mean divides by.
 
         DDP averages the members' gradients; dividing each member's summed loss by
         ``total / group_size`` makes the average equal the gradient of the summed
         loss of the union of the batches over its total frames (one big learner).
+        The total was agreed on before the step (:meth:`_lockstep`); a super-learner
+        of one divides by its own frames.
         """
-        if self._denominator is not None:
-            value, self._denominator = self._denominator, None
-            return value
-        g = self.layout.group_size
-        if g == 1:
+        if self.layout.group_size == 1:
             return float(max(local_frames, 1))
-        import torch.distributed as dist
-
-        ready = self.gossip is not None and self.gossip.busy and self.gossip.ready()
-        agree = self._ints([local_frames, ready])
-        dist.all_reduce(agree, group=self.groups.super)
-        self._apply_now = int(agree[1]) == g
-        return max(int(agree[0]), 1) / g
+        assert self._denominator is not None, "a super-learner's batches come from batches()"
+        value, self._denominator = self._denominator, None
+        return value
 
     def after_step(self, model: nn.Module, step: int) -> None:
         """Straggler emulation, then hand the gossip thread the new weights."""
@@ -269,21 +243,18 @@ class DistributedStrategy(Strategy):
         computing can keep gossiping with those already done, and a peer that dies
         meanwhile is named by the heartbeat check.
         """
-        assert self.gossip is not None
-        self.store.set(f"ep/{epoch}/rounds/{self.rank}", str(self.gossip.started))
+        gossip = self.gossip
+        assert gossip is not None
+
+        def keep_gossiping() -> None:
+            gossip.raise_error()
+            if gossip.busy and gossip.ready() and self.layout.group_size == 1:
+                gossip.take_delta()
+
+        self.store.set(f"ep/{epoch}/rounds/{self.rank}", str(gossip.started))
         done_key = f"ep/{epoch}/done"
         self.store.add(done_key, 1)
-        last_check = 0.0
-        while int(self.store.add(done_key, 0)) < self.world_size:
-            self.heartbeat.touch()
-            if self.gossip.busy and self.gossip.ready() and self.layout.group_size == 1:
-                self.gossip.take_delta()
-            now = time.monotonic()
-            if now - last_check > 0.5:
-                self.heartbeat.check()
-                self.gossip.raise_error()
-                last_check = now
-            time.sleep(POLL_S * 5)
+        wait_for_count(self.store, done_key, self.world_size, self.heartbeat, meanwhile=keep_gossiping)
         keys = [f"ep/{epoch}/rounds/{r}" for r in range(self.world_size)]
         return max(int(v) for v in self.store.multi_get(keys))
 
@@ -324,13 +295,7 @@ class DistributedStrategy(Strategy):
         self._barriers += 1
         key = f"barrier/{self._barriers}"
         self.store.add(key, 1)
-        last_check = time.monotonic()
-        while int(self.store.add(key, 0)) < self.world_size:
-            self.heartbeat.touch()
-            if time.monotonic() - last_check > 0.5:
-                self.heartbeat.check()
-                last_check = time.monotonic()
-            time.sleep(POLL_S * 5)
+        wait_for_count(self.store, key, self.world_size, self.heartbeat)
 
     @property
     def weights_agree(self) -> bool:
@@ -343,9 +308,7 @@ class DistributedStrategy(Strategy):
                 "own_weights": not self.weights_agree}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("world_size", self.world_size) != self.world_size:
-            raise AsrtrainError(f"checkpoint was written by {state['world_size']} learners, "
-                                f"this job has {self.world_size}")
+        """Steps and gossip rounds of a checkpoint of the same job shape (checked by the restore)."""
         self.steps = int(state.get("steps", 0))
         self._own_weights = bool(state.get("own_weights", False))
         rounds = int(state.get("rounds", 0))

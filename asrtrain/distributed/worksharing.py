@@ -1,7 +1,8 @@
 """Work sharing: blocks of chunks handed out from a shared counter.
 
-The epoch's blocks are taken in a seeded order (the same for every learner), and
-position ``i`` of that order goes to whoever increments the counter
+The epoch's blocks are taken in the loader's seeded order (the same for every
+learner: :meth:`asrtrain.data.loader.ChunkLoader.block_order`), and position ``i``
+of that order goes to whoever increments the counter
 ``ws/<epoch>`` (the c10d store's atomic ``add``) past ``i``. A fast super-learner
 therefore does more of the epoch, nobody waits on a straggler, and the epoch ends
 when the blocks run out. The members of a super-learner claim together: member 0
@@ -12,27 +13,21 @@ super-learner (SSGD) that is exactly the epoch split evenly.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 from asrtrain.distributed.groups import Layout
-
-
-def block_order(num_blocks: int, epoch: int, seed: int) -> np.ndarray:
-    """The epoch's block order, identical on every learner."""
-    return np.random.default_rng([seed, epoch, 0xB10C]).permutation(num_blocks)
 
 
 class WorkQueue:
     """The blocks of one epoch, claimed from the store by the super-learners."""
 
-    def __init__(self, store: Any, layout: Layout, super_group: Any, num_blocks: int, epoch: int,
-                 seed: int = 0, device: str = "cpu") -> None:
+    def __init__(self, store: Any, layout: Layout, super_group: Any, order: Sequence[int], epoch: int,
+                 device: str = "cpu") -> None:
         self.store, self.layout, self.super_group = store, layout, super_group
-        self.num_blocks = num_blocks
+        self.order = list(order)
+        self.num_blocks = len(self.order)
         self.device = device  # where the broadcast's tensor lives (NCCL: the GPU)
-        self.order = block_order(num_blocks, epoch, seed)
         self.key = f"ws/{epoch}"
         self.claimed: list[int] = []
         self.handed_out = 0  # the counter as of this learner's last claim (all learners' blocks)
@@ -63,7 +58,7 @@ class WorkQueue:
         self.claimed.append(block)
         return block
 
-    def iter_blocks(self):
+    def iter_blocks(self) -> Iterator[int]:
         """Blocks one after another (``group_size`` 1 only: no collective involved)."""
         assert self.layout.group_size == 1, "members of a super-learner claim in lockstep"
         while (block := self.claim()) is not None:

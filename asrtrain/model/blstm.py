@@ -10,79 +10,15 @@ lives in buffers inside the model, so a saved model needs nothing else.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch
 from torch import nn
 
 from asrtrain.core.errors import ConfigError
+from asrtrain.model.config import ModelConfig
 
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Sizes of the BLSTM acoustic model (defaults: the paper's)."""
-
-    input_dim: int = 260
-    hidden: int = 512
-    layers: int = 6
-    proj: int = 256
-    num_pdfs: int = 32000
-    dropout: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("input_dim", "hidden", "layers", "num_pdfs"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"model {name} must be at least 1, got {getattr(self, name)}")
-        if self.proj < 0:
-            raise ConfigError(f"model proj must be 0 (none) or positive, got {self.proj}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"model dropout must be in [0, 1), got {self.dropout}")
-
-    @property
-    def output_input_dim(self) -> int:
-        """Width feeding the output layer: the projection, or both LSTM directions."""
-        return self.proj if self.proj else 2 * self.hidden
-
-    def num_parameters(self) -> int:
-        """Trainable parameters, counted from the sizes (PyTorch's LSTM has two bias vectors)."""
-        h = self.hidden
-        total = 0
-        for layer in range(self.layers):
-            inp = self.input_dim if layer == 0 else 2 * h
-            total += 2 * (4 * h * (inp + h) + 8 * h)
-        if self.proj:
-            total += 2 * h * self.proj + self.proj
-        total += self.output_input_dim * self.num_pdfs + self.num_pdfs
-        return total
-
-    def macs_per_frame(self) -> int:
-        """Multiply-accumulates of one forward pass per frame (the weight matrices only)."""
-        h = self.hidden
-        macs = 0
-        for layer in range(self.layers):
-            inp = self.input_dim if layer == 0 else 2 * h
-            macs += 2 * 4 * h * (inp + h)
-        if self.proj:
-            macs += 2 * h * self.proj
-        macs += self.output_input_dim * self.num_pdfs
-        return macs
-
-    def train_flops_per_frame(self) -> float:
-        """FLOPs of forward + backward per frame: 2 per MAC, backward twice the forward."""
-        return 3.0 * 2.0 * self.macs_per_frame()
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        """Build from a mapping; unknown keys are an error naming them."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown model option(s): {', '.join(unknown)}")
-        return cls(**data)
+__all__ = ["BLSTM", "ModelConfig"]
 
 
 class BLSTM(nn.Module):

@@ -13,7 +13,11 @@ R: that learner's optimizer state, RNG states, strategy state and step (and its
 weights when learners' weights differ). Each learner writes its file atomically
 into a hidden staging directory (:func:`save_learner_state`); the main learner
 moves all of them into the checkpoint before its rename, so an ``epoch-N``
-directory exists only with every learner's file in it.
+directory exists only with every learner's file in it (:func:`save_epoch`).
+
+:func:`restore` is the loop's resume step: it loads the last complete checkpoint
+into this learner's model, optimizer, RNG and strategy, after checking that the
+model and the number of learners are those of the checkpoint.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import random
 import re
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +36,8 @@ import numpy as np
 import torch
 
 from asrtrain.core.atomic import atomic_path, is_temporary
-from asrtrain.core.errors import AsrtrainError, InputError
+from asrtrain.core.errors import AsrtrainError, ConfigError, InputError
+from asrtrain.distributed.base import Strategy
 
 log = logging.getLogger("asrtrain.train.checkpoint")
 
@@ -206,3 +212,81 @@ def prune_checkpoints(exp: Path, keep: int) -> list[Path]:
     for path in old:
         shutil.rmtree(path)
     return old
+
+
+def save_epoch(exp: Path, epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               strategy: Strategy, trainer_state: dict[str, Any], keep: int = 0) -> Path | None:
+    """Checkpoint the end of ``epoch`` on every learner; returns its path on the main learner.
+
+    Each learner of several stages its own state (optimizer, RNG, strategy, step, and
+    its weights where learners' weights differ); the main learner then seals the
+    checkpoint with all of them and prunes to the newest ``keep``.
+    """
+    if strategy.world_size > 1:
+        own: dict[str, Any] = {"optimizer": optimizer.state_dict(), "step": trainer_state["step"],
+                               "strategy": strategy.state_dict(), "world_size": strategy.world_size}
+        if not strategy.weights_agree:
+            own["model"] = model.state_dict()
+        save_learner_state(exp, epoch, strategy.rank, own)
+        strategy.barrier()
+    path = None
+    if strategy.is_main:
+        path = save_checkpoint(exp, epoch, model, optimizer, {**trainer_state, "strategy": strategy.state_dict()},
+                               learners=strategy.world_size)
+        prune_checkpoints(exp, keep)
+    strategy.barrier()
+    return path
+
+
+@dataclass(frozen=True)
+class Restored:
+    """Where a resumed run starts: the checkpoint, this learner's step, the epochs done, the history."""
+
+    path: Path
+    step: int
+    epochs_done: int
+    history: list[dict[str, Any]]
+
+
+def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, strategy: Strategy,
+            model_config: dict[str, Any], device: torch.device | str = "cpu") -> Restored | None:
+    """Load the last complete checkpoint of ``exp`` into this learner; ``None`` when there is none.
+
+    A checkpoint of another model, or of another number of learners, is a clear error.
+    """
+    if strategy.is_main:
+        clean_temporaries(exp)
+    path = last_checkpoint(exp)
+    if path is None:
+        return None
+    state = load_checkpoint(path, map_location=device)
+    trainer = state["trainer"]
+    saved_model = trainer.get("config", {}).get("model")
+    if saved_model is not None and saved_model != model_config:
+        raise ConfigError(f"the checkpoint's model {saved_model} differs from the one asked for "
+                          f"{model_config}; use a new EXP or --no-resume", path)
+    learners = int(trainer.get("learners", trainer.get("strategy", {}).get("world_size", 1)))
+    if learners != strategy.world_size:
+        raise ConfigError(f"the checkpoint was written by {learners} learner(s) and this job has "
+                          f"{strategy.world_size}: resume with {learners}, or start over with --no-resume", path)
+    own = dict(trainer, model=state["model"], optimizer=state["optimizer"])
+    if learners > 1 and "learners" in trainer:
+        own.update(load_learner_state(path, strategy.rank))
+    elif learners > 1:  # written before learners kept their own state
+        log.warning("%s holds the main learner's optimizer state only: every learner resumes with it", path)
+    model.load_state_dict(own["model"])
+    optimizer.load_state_dict(own["optimizer"])
+    set_rng_state(own["rng"])
+    strategy.load_state_dict(own.get("strategy", {}))
+    log.info("resuming from %s (epoch %d done, step %d)", path, trainer["epoch"], own["step"])
+    return Restored(path, int(own["step"]), int(trainer["epoch"]), list(trainer.get("history", [])))
+
+
+def forget_earlier_run(exp: Path) -> None:
+    """``--no-resume`` starts over: an earlier run's checkpoints must not be resumed later."""
+    clean_temporaries(exp)
+    old = list_checkpoints(exp)
+    for _, path in old:
+        shutil.rmtree(path)
+    if old:
+        log.warning("--no-resume: removed %d checkpoint(s) of an earlier run in %s", len(old), checkpoint_dir(exp))

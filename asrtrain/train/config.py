@@ -10,21 +10,22 @@ ADPSGD/H-ADPSGD (the learners' batches add up to ``batch``, as in the papers'
 "batch 12288 on 64 learners"). One learner: its batch is ``batch``.
 
 Epochs are numbered from 1; ``checkpoints/epoch-N`` holds the state after N
-complete epochs. The loop that runs a config is
-``asrtrain.train.trainer.train(cfg, strategy=None) -> TrainResult``.
+complete epochs. ``asrtrain.train.run.run(cfg, dist_cfg)`` runs a config on
+every learner of a job; ``asrtrain.train.trainer.train(cfg, strategy)`` on this one.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from asrtrain.core.config import strict_from_dict
 from asrtrain.core.errors import ConfigError
-from asrtrain.model.blstm import ModelConfig
+from asrtrain.model.config import ModelConfig
+from asrtrain.train.schedule import WARMUP_GRANULARITIES
 
-WARMUP_GRANULARITIES = ("epoch", "step")
 PRECISIONS = ("auto", "fp32", "bf16")
 
 
@@ -42,7 +43,7 @@ class TrainConfig:
     valid: Path | None = None
     epochs: int = 16
     batch: int = 256                 # effective batch in chunks per optimizer step (all learners)
-    lr: float = 0.1                  # base learning rate at base_batch
+    lr: float = 0.1                  # base learning rate at base_batch (0: weights move only by averaging)
     base_batch: int = 256
     warmup_epochs: int = 10          # base → peak linearly over these epochs (1 or 0: no warm-up)
     warmup_granularity: str = "epoch"  # "epoch": constant within an epoch; "step": interpolated
@@ -74,7 +75,8 @@ class TrainConfig:
             (self.epochs >= 1, f"epochs must be at least 1, got {self.epochs}"),
             (self.batch >= 1, f"batch must be at least 1, got {self.batch}"),
             (self.base_batch >= 1, f"base batch must be at least 1, got {self.base_batch}"),
-            (self.lr > 0, f"learning rate must be positive, got {self.lr}"),
+            (math.isfinite(self.lr) and self.lr >= 0,
+             f"learning rate must be a finite number >= 0, got {self.lr}"),
             (self.warmup_epochs >= 0, f"warm-up epochs must be >= 0, got {self.warmup_epochs}"),
             (self.warmup_granularity in WARMUP_GRANULARITIES,
              f"warm-up granularity must be one of {', '.join(WARMUP_GRANULARITIES)}"),
@@ -92,11 +94,6 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
-
-    @property
-    def peak_lr(self) -> float:
-        """The learning rate after warm-up: linear scaling of ``lr`` to the effective batch."""
-        return self.lr * self.batch / self.base_batch
 
     def per_learner_batch(self, world_size: int) -> int:
         """Chunks per step on one learner: the effective batch split evenly."""
@@ -121,8 +118,4 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Inverse of :meth:`to_dict`; unknown keys are an error naming them."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown training option(s): {', '.join(unknown)}")
-        return cls(**data)
+        return strict_from_dict(cls, data, "training option")

@@ -1,7 +1,7 @@
 """``metrics.jsonl``: one JSON row every K steps and one per epoch.
 
 Step rows (``"kind": "step"``): step, epoch, lr, mean training loss over the
-last K steps, real (unpadded) frames per second of this learner. Epoch rows
+last K steps, real (unpadded) frames per second of this learner (:class:`StepWindow`). Epoch rows
 (``"kind": "epoch"``): the epoch's training loss and frame accuracy summed over
 all learners, the held-out loss and frame accuracy, the learning rate and the
 wall time. On resume the rows after the resumed epoch (written by the killed
@@ -44,6 +44,46 @@ class MetricsLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class StepWindow:
+    """The training loss and speed of this learner over the steps since the last step row."""
+
+    def __init__(self) -> None:
+        self.loss_sum, self.frames, self.start = 0.0, 0, time.perf_counter()
+
+    def add(self, loss_sum: float, frames: int) -> None:
+        self.loss_sum += loss_sum
+        self.frames += frames
+
+    def row(self, step: int, epoch: int, lr: float) -> dict[str, Any]:
+        """The step row's values, and a new window from now."""
+        now = time.perf_counter()
+        row = {"step": step, "epoch": epoch, "lr": lr, "loss": self.loss_sum / max(self.frames, 1),
+               "frames_per_s": self.frames / max(now - self.start, 1e-9)}
+        self.loss_sum, self.frames, self.start = 0.0, 0, now
+        return row
+
+
+def epoch_row(epoch: int, step: int, lr: float, sums: list[float], seconds: float) -> dict[str, Any]:
+    """The epoch row's training figures from the learners' summed [loss, frames, correct, steps]."""
+    loss_sum, frames, correct, steps = sums[:4]
+    return {"epoch": epoch, "step": step, "lr": lr, "train_loss": loss_sum / max(frames, 1),
+            "train_acc": correct / max(frames, 1), "train_frames": int(frames),
+            "learner_steps": int(steps), "seconds": seconds,
+            "frames_per_s": frames / max(seconds, 1e-9)}
+
+
+def epoch_summary(row: dict[str, Any]) -> str:
+    """One readable log line for an epoch row."""
+    text = f"epoch {row['epoch']}: train loss {row['train_loss']:.4f} acc {100 * row['train_acc']:.1f}%"
+    if "valid_loss" in row:
+        text += f" | held-out loss {row['valid_loss']:.4f} acc {100 * row['valid_acc']:.1f}%"
+    if "valid_loss_by_learner" in row:
+        by = row["valid_loss_by_learner"]
+        text += f" (learners {min(by):.4f}-{max(by):.4f})"
+    return (text + f" | lr {row['lr']:.4g} | {row['frames_per_s']:,.0f} frames/s | "
+            f"{row['seconds']:.1f} s, step {row['step']}")
 
 
 def _row_epoch(row: dict[str, Any]) -> int:

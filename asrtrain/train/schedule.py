@@ -16,31 +16,42 @@ below the base rate: it trains at its peak from the start (no warm-up).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from asrtrain.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from asrtrain.train.config import TrainConfig
+
+WARMUP_GRANULARITIES = ("epoch", "step")
 
 
 @dataclass(frozen=True)
 class LRSchedule:
-    """Learning rate by (1-based) epoch and fraction of the epoch done."""
+    """Learning rate by (1-based) epoch and fraction of the epoch done.
 
-    base_lr: float = 0.1
-    batch: int = 256
-    base_batch: int = 256
-    warmup_epochs: int = 10
-    anneal: float = 2 ** -0.5
+    No defaults here: the paper's values are :class:`~asrtrain.train.config.TrainConfig`'s
+    (:meth:`from_config`), so they live in one place.
+    """
+
+    base_lr: float
+    batch: int
+    base_batch: int
+    warmup_epochs: int
+    anneal: float
     granularity: str = "epoch"
 
     def __post_init__(self) -> None:
-        if self.granularity not in ("epoch", "step"):
-            raise ConfigError(f"warm-up granularity must be 'epoch' or 'step', got {self.granularity!r}")
+        if self.granularity not in WARMUP_GRANULARITIES:
+            raise ConfigError(f"warm-up granularity must be one of {', '.join(WARMUP_GRANULARITIES)}, "
+                              f"got {self.granularity!r}")
 
     @classmethod
-    def from_config(cls, cfg: object) -> LRSchedule:
-        """The schedule of a :class:`~asrtrain.train.config.TrainConfig`."""
-        return cls(base_lr=cfg.lr, batch=cfg.batch, base_batch=cfg.base_batch,  # type: ignore[attr-defined]
-                   warmup_epochs=cfg.warmup_epochs, anneal=cfg.anneal,  # type: ignore[attr-defined]
-                   granularity=cfg.warmup_granularity)  # type: ignore[attr-defined]
+    def from_config(cls, cfg: TrainConfig) -> LRSchedule:
+        """The schedule of a training config."""
+        return cls(base_lr=cfg.lr, batch=cfg.batch, base_batch=cfg.base_batch,
+                   warmup_epochs=cfg.warmup_epochs, anneal=cfg.anneal,
+                   granularity=cfg.warmup_granularity)
 
     @property
     def peak_lr(self) -> float:
@@ -73,13 +84,3 @@ class LRSchedule:
         """The rate at the start of each epoch 1..epochs (for plans and logs)."""
         return [self.lr(e) for e in range(1, epochs + 1)]
 
-
-def epoch_lrs(cfg: object, world_size: int = 1) -> list[float]:
-    """The rate of each epoch of a training config, for plans.
-
-    ``cfg.batch`` is already the effective batch over all learners (see
-    :mod:`asrtrain.train.config`), so the world size does not change the rates;
-    it is accepted so a distributed plan can call this the same way for any job.
-    """
-    del world_size
-    return LRSchedule.from_config(cfg).table(cfg.epochs)  # type: ignore[attr-defined]

@@ -162,3 +162,33 @@ def test_bad_arguments(archive: tuple[Path, dict]) -> None:
         ChunkLoader(path, rank=3, world_size=2)
     with pytest.raises(ConfigError, match="must be positive"):
         ChunkLoader(path, batch_size=0)
+
+
+@pytest.mark.parametrize("claim_late", [False, True])
+def test_late_claims_do_not_hoard_blocks(archive: tuple[Path, dict], claim_late: bool) -> None:
+    """With work sharing, taking a block id is claiming it: a slow consumer must not hold many unread.
+
+    One batch per block, prefetch 4: eager prefetching takes 5 blocks beyond the one
+    being trained (queue full + one in hand); late claims take the next only when at most
+    one batch waits, so at most 2 blocks are claimed and not yet trained.
+    """
+    import time
+
+    path, _ = archive
+    loader = ChunkLoader(path, batch_size=6, block_chunks=6, seed=0, prefetch=4)
+    taken: list[int] = []
+
+    def claims():
+        for b in range(loader.num_blocks):
+            taken.append(b)
+            yield b
+
+    ahead = []
+    for consumed, _batch in enumerate(loader.epoch(0, blocks=claims(), claim_late=claim_late), 1):
+        time.sleep(0.05)  # a slow learner: the prefetch thread has all the time it wants
+        ahead.append(len(taken) - consumed)
+    assert len(taken) == loader.num_blocks  # every block still served once
+    if claim_late:
+        assert max(ahead) <= 2, ahead
+    else:  # what the prefetch queue does unchecked (the producer may lag on busy cores)
+        assert max(ahead) >= 3, ahead

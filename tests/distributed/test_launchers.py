@@ -1,11 +1,14 @@
 """Each strategy under torchrun and mpiexec (the --nproc launcher: test_mechanism.py).
 
-Marked slow: each starts 4 fresh workers (~25 s on 2 busy cores).
+``jobs.py`` runs the real Trainer for every strategy in one launch; the torchrun
+test also runs ``asrtrain train`` itself. Marked slow: each starts 4 fresh workers
+(~25 s on 2 busy cores).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -16,24 +19,37 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
-JOB = HERE / "tiny_job.py"
+JOB = HERE / "jobs.py"
+
+sys.path.insert(0, str(HERE))
+
+from cli_run import TINY, epoch_rows  # noqa: E402
 
 
-def check_result(out: Path, launcher: str) -> None:
+def check_result(out: Path, launcher: str, blocks: int) -> None:
     result = json.loads(out.read_text())
     assert result["launcher"] == launcher and result["world"] == 4
     sizes = {"ssgd": 4, "adpsgd": 1, "h-adpsgd": 2}
     for name, size in sizes.items():
         recs = result[name]
         assert [r["group_size"] for r in recs] == [size] * 4
-        assert sum(r["steps"] for r in recs) > 0
+        # work sharing over the job: every block of the epoch trained once
+        assert sum(r["epochs"][0]["blocks"] for r in recs) == blocks, name
         # global average (or one super-learner): every learner ends with the same weights
         assert all(r["final"] == recs[0]["final"] for r in recs), name
 
 
-def _run(cmd: list[str], env: dict[str, str]) -> None:
+def _blocks(train: Path) -> int:
+    """Blocks of 8 chunks in the archive (jobs.tiny_config's block size)."""
+    from asrtrain.data.archive import Archive
+
+    return math.ceil(Archive(train).num_chunks / 8)
+
+
+def _run(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
 
 
 def _env() -> dict[str, str]:
@@ -44,19 +60,34 @@ def _env() -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_torchrun(tmp_path):
+def test_torchrun(archives, tmp_path):
     out = tmp_path / "result.json"
-    _run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "4", str(JOB), str(out)], _env())
-    check_result(out, "torchrun")
+    _run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "4", str(JOB), str(out),
+          str(archives[0]), str(tmp_path / "exp")], _env())
+    check_result(out, "torchrun", _blocks(archives[0]))
+
+
+@pytest.mark.slow
+def test_torchrun_runs_the_command_line(archives, tmp_path):
+    """``torchrun … asrtrain train``: every rank runs the CLI; rank 0 writes the run's files."""
+    exp = tmp_path / "exp"
+    proc = _run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "4", str(BIN / "asrtrain"),
+                 "train", str(archives[0]), str(exp), "--valid", str(archives[1]), *TINY,
+                 "--strategy", "h-adpsgd", "--group-size", "2", "--epochs", "2"], _env())
+    rows = epoch_rows(exp)
+    assert [r["epoch"] for r in rows] == [1, 2] and rows[1]["valid_loss"] < rows[0]["valid_loss"]
+    assert (exp / "final.pt").is_file() and "final model: " in proc.stdout
+    assert len([p for p in (exp / "log").glob("train.*.log") if ".rank" not in p.name]) == 1
+    assert sorted(p.name for p in (exp / "log").glob("train.rank*.log")) == [f"train.rank{r}.log" for r in range(4)]
 
 
 @pytest.mark.slow
 @pytest.mark.mpi
-def test_mpiexec(tmp_path):
+def test_mpiexec(archives, tmp_path):
     mpiexec = BIN / "mpiexec"
     if not mpiexec.exists() and shutil.which("mpiexec") is None:
         pytest.skip("no mpiexec (pip install mpich)")
     out = tmp_path / "result.json"
     exe = str(mpiexec) if mpiexec.exists() else shutil.which("mpiexec")
-    _run([exe, "-n", "4", sys.executable, str(JOB), str(out)], _env())
-    check_result(out, "mpich")
+    _run([exe, "-n", "4", sys.executable, str(JOB), str(out), str(archives[0]), str(tmp_path / "exp")], _env())
+    check_result(out, "mpich", _blocks(archives[0]))

@@ -1,10 +1,15 @@
-"""The three strategies' invariants, on 4 gloo learners started by the --nproc launcher.
+"""The three strategies' invariants, proven for the loop ``asrtrain train`` runs.
 
-One launch runs every scenario in turn (starting 4 workers costs ~10 s on 2 cores).
+Four gloo learners started by the ``--nproc`` launcher run :class:`Trainer` with a
+tiny BLSTM on a tiny archive (one launch runs every scenario in turn); a
+:class:`~jobs.Recorder` hook watches the batches and weights. The single-learner
+reference of the SSGD test is the same ``Trainer.train_step`` on the union of the
+learners' batches.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
@@ -12,43 +17,56 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tiny_job import IGNORE, JobSpec, make_model, scenarios  # noqa: E402
+from jobs import Recorder, scenarios, tiny_config  # noqa: E402
 
+from asrtrain.data.archive import Archive  # noqa: E402
 from asrtrain.distributed.launch import launch_local  # noqa: E402
 from asrtrain.distributed.shm import SHM_DIR  # noqa: E402
+from asrtrain.train.trainer import Trainer  # noqa: E402
 
 HAVE_SHM = SHM_DIR.is_dir() and os.access(SHM_DIR, os.W_OK)
+STEP = 0.05  # the straggler scenario's emulated compute per step
 
-SSGD_SPEC = JobSpec(num_blocks=6, batches_per_block=3, last_block_batches=1, record_weights=True,
-                    record_batches=True, step_sleep_s=0.005)
-# Three epochs: each ends on an agreed round that at least one learner began after a
-# step, so at least three rounds happen however the 2 shared cores schedule the workers.
-ZERO_LR = JobSpec(num_blocks=16, lr=0.0, momentum=0.0, perturb=1.0, step_sleep_s=0.01, epochs=3)
-HADP = JobSpec(num_blocks=9, record_weights=True, step_sleep_s=0.005)
-STEP = 0.03
-STRAGGLE = JobSpec(num_blocks=24, step_sleep_s=STEP)
+# SSGD: batch 12 = 3 chunks per learner, blocks of 8 chunks (3 + 3 + 2) and a shorter last
+# block, so members of the one super-learner take empty steps in lockstep.
+SSGD = dict(batch=12, base_batch=12, lr=0.3)
+# lr 0: weights move only by gossip. Three epochs: each ends on an agreed round that at
+# least one learner began after a step, so at least three rounds happen however the
+# 2 shared cores schedule the workers.
+ZERO = dict(lr=0.0, momentum=0.0, epochs=3)
 
-RUNS = [
-    ("ssgd", {"strategy": "ssgd", "nproc": 4}, SSGD_SPEC),
-    ("adpsgd-zero", {"strategy": "adpsgd", "nproc": 4, "global_average": False}, ZERO_LR),
-    ("random-zero", {"strategy": "adpsgd", "nproc": 4, "global_average": False, "topology": "random-ring",
-                     "reshuffle_every": 1, "gossip_seed": 3}, ZERO_LR),
-    # the same through the gossip process group (gloo point to point) instead of shared memory
-    ("adpsgd-zero-group", {"strategy": "adpsgd", "nproc": 4, "global_average": False,
-                           "gossip_transport": "group"}, ZERO_LR),
-    ("h-adpsgd", {"strategy": "h-adpsgd", "group_size": 2, "nproc": 4}, HADP),
-    ("h-adpsgd-group", {"strategy": "h-adpsgd", "group_size": 2, "nproc": 4, "gossip_transport": "group"}, HADP),
-    ("straggler", {"strategy": "adpsgd", "nproc": 4, "straggler_rank": 3, "straggler_factor": 3.0}, STRAGGLE),
-]
+
+def _runs(train: Path, root: Path) -> list:
+    zero_hooks = Recorder(perturb=1.0, step_sleep_s=0.01)
+
+    def c(name: str, **kw):
+        return tiny_config(train, root / name, **kw)
+
+    no_avg = {"strategy": "adpsgd", "nproc": 4, "global_average": False}
+    return [
+        ("ssgd", {"strategy": "ssgd", "nproc": 4}, c("ssgd", **SSGD),
+         Recorder(record_weights=True, record_batches=True, step_sleep_s=0.005)),
+        ("adpsgd-zero", no_avg, c("adpsgd-zero", **ZERO), zero_hooks),
+        ("random-zero", {**no_avg, "topology": "random-ring", "reshuffle_every": 1, "gossip_seed": 3},
+         c("random-zero", **ZERO), zero_hooks),
+        # the same through the gossip process group (gloo point to point) instead of shared memory
+        ("adpsgd-zero-group", {**no_avg, "gossip_transport": "group"}, c("adpsgd-zero-group", **ZERO), zero_hooks),
+        ("h-adpsgd", {"strategy": "h-adpsgd", "group_size": 2, "nproc": 4}, c("h-adpsgd"),
+         Recorder(record_weights=True, step_sleep_s=0.005)),
+        ("h-adpsgd-group", {"strategy": "h-adpsgd", "group_size": 2, "nproc": 4, "gossip_transport": "group"},
+         c("h-adpsgd-group"), Recorder(record_weights=True, step_sleep_s=0.005)),
+        ("straggler", {"strategy": "adpsgd", "nproc": 4, "straggler_rank": 3, "straggler_factor": 3.0},
+         c("straggler", batch=4, base_batch=4, block_chunks=4), Recorder(step_sleep_s=STEP)),
+    ]
 
 
 @pytest.fixture(scope="module")
-def runs() -> dict:
-    return launch_local(4, scenarios, (RUNS,), run_id="test-mechanism")[0]
+def runs(archives, tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("mechanism")
+    return launch_local(4, scenarios, (_runs(archives[0], root),), run_id="test-mechanism")[0]
 
 
 def _expected_shared(name: str, exchanged: int) -> int:
@@ -60,26 +78,24 @@ def _t(v) -> torch.Tensor:
     return torch.tensor(v, dtype=torch.float64)
 
 
-def test_ssgd_equals_one_learner_on_the_union_of_the_batches(runs):
+def test_ssgd_equals_one_learner_on_the_union_of_the_batches(runs, archives, tmp_path):
     recs = runs["ssgd"]
     steps = recs[0]["steps"]
     assert steps >= 4 and all(r["steps"] == steps for r in recs)
     # Blocks of unequal length: some members took empty steps, and no batch was lost.
-    assert sum(len([b for b in r["batches"] if b is not None]) for r in recs) == 5 * 3 + 1
-    spec = SSGD_SPEC
-    model = make_model(spec)
-    opt = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=spec.momentum)
+    chunks, per, block = Archive(archives[0]).num_chunks, 3, 8
+    batches = sum(math.ceil(min(block, chunks - b) / per) for b in range(0, chunks, block))
+    assert sum(b is not None for r in recs for b in r["batches"]) == batches
+    assert any(b is None for r in recs for b in r["batches"])
+    # The reference: one learner (the base strategy) taking the same steps on the union.
+    one = Trainer(tiny_config(archives[0], tmp_path / "one", **SSGD))
+    assert torch.equal(_t(recs[0]["initial"]), _t([w for p in one.model.parameters() for w in p.reshape(-1).tolist()]))
     for s in range(steps):
-        xs = [torch.tensor(r["batches"][s][0]) for r in recs if r["batches"][s] is not None]
-        ys = [torch.tensor(r["batches"][s][1]) for r in recs if r["batches"][s] is not None]
-        x, y = torch.cat(xs), torch.cat(ys)
-        loss_sum = nn.functional.cross_entropy(model(x).reshape(-1, spec.classes), y.reshape(-1),
-                                               ignore_index=IGNORE, reduction="sum")
-        opt.zero_grad()
-        (loss_sum / int((y != IGNORE).sum())).backward()
-        nn.utils.clip_grad_norm_(model.parameters(), spec.clip)
-        opt.step()
-        ref = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        real = [r["batches"][s] for r in recs if r["batches"][s] is not None]
+        x = torch.cat([torch.tensor(b[0]) for b in real])
+        y = torch.cat([torch.tensor(b[1]) for b in real])
+        one.train_step(one.model, x, y, recs[0]["lrs"][s], epoch=1)
+        ref = torch.cat([p.detach().reshape(-1) for p in one.model.parameters()])
         for r in recs:
             assert torch.allclose(torch.tensor(r["weights"][s]), ref, atol=1e-5, rtol=0), f"step {s} rank {r['rank']}"
 
@@ -111,28 +127,32 @@ def test_h_adpsgd_members_identical_after_every_step(runs, name):
         for s, (x, y) in enumerate(zip(wa, wb, strict=True)):
             assert x == y, f"members {a},{b} differ after step {s}"
     # Gossip happened between the two super-learners, and the global average makes all equal.
-    assert recs[0]["epochs"][0]["exchanged"] >= 1
-    assert recs[0]["epochs"][0]["shared_memory"] == _expected_shared(name, recs[0]["epochs"][0]["exchanged"])
+    first = recs[0]["epochs"][0]
+    assert first["exchanged"] >= 1
+    assert first["shared_memory"] == _expected_shared(name, first["exchanged"])
     assert recs[0]["final"] == recs[2]["final"]
     assert recs[0]["weights"][-1] != recs[2]["weights"][-1]
 
 
-def test_straggler_does_not_slow_the_others(runs):
+def test_straggler_does_not_slow_the_others(runs, archives):
     recs = runs["straggler"]
-    assert not any(r["gossip_alive_after_close"] for r in recs)
     blocks = [r["epochs"][0]["blocks"] for r in recs]
-    assert sum(blocks) == STRAGGLE.num_blocks  # the epoch finished, every block done once
+    assert sum(blocks) == math.ceil(Archive(archives[0]).num_chunks / 4)  # the epoch finished, each block once
     assert blocks[3] < min(blocks[:3])  # work sharing: the straggler did less
     fast = [statistics.median(r["iter_times"]) for r in recs[:3] if r["iter_times"]]
-    slow = statistics.median(recs[3]["iter_times"]) if len(recs[3]["iter_times"]) else 3 * STEP
+    slow = statistics.median(recs[3]["iter_times"]) if recs[3]["iter_times"] else 3 * STEP
     assert max(fast) < 1.8 * STEP < slow
 
 
-def test_gossip_threads_end_after_the_same_last_round(runs):
+def test_every_block_trained_once_and_gossip_ends_on_one_round(runs, archives):
+    blocks_in_epoch = math.ceil(Archive(archives[0]).num_chunks / 8)
     for name in ("adpsgd-zero", "random-zero", "adpsgd-zero-group", "h-adpsgd", "h-adpsgd-group", "straggler"):
         recs = runs[name]
         assert not any(r["gossip_alive_after_close"] for r in recs), name
-        rounds = {r["epochs"][0]["rounds"] for r in recs}
+        first = [r["epochs"][0] for r in recs]
+        if name != "straggler":  # (blocks of 4 chunks there: its own test counts them)
+            assert sum(e["blocks"] for e in first) == blocks_in_epoch, name
+        rounds = {e["rounds"] for e in first}
         assert len(rounds) == 1, (name, rounds)  # every learner ran to the agreed last round
         # a round begins after a step: the last round is the most steps any learner took
-        assert rounds.pop() <= max(r["steps"] for r in recs)
+        assert rounds.pop() <= max(e["steps"] for e in first)

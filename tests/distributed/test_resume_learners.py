@@ -22,7 +22,8 @@ from asrtrain.distributed.entry import run_job  # noqa: E402
 from asrtrain.model.io import load_final  # noqa: E402
 from asrtrain.train.checkpoint import load_checkpoint, load_learner_state  # noqa: E402
 from asrtrain.train.config import TrainConfig  # noqa: E402
-from asrtrain.train.trainer import Trainer, evaluate  # noqa: E402
+from asrtrain.train.trainer import Trainer  # noqa: E402
+from asrtrain.train.validate import evaluate  # noqa: E402
 
 
 def _momenta(optimizer_state: dict) -> list[torch.Tensor]:

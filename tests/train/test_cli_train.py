@@ -9,7 +9,7 @@ import yaml
 from click.testing import CliRunner
 
 from asrtrain.cli.main import cli
-from asrtrain.cli.train import launcher_rank
+from asrtrain.distributed.launch import detect
 from asrtrain.model.io import load_final
 
 
@@ -53,26 +53,30 @@ def test_errors_are_one_line(learnable_archives: tuple[Path, Path], tmp_path: Pa
     bad = tmp_path / "model.yaml"
     bad.write_text("hiden: 8\n")
     res = CliRunner().invoke(cli, _args(learnable_archives, tmp_path / "e", "--model-config", str(bad)))
-    assert res.exit_code == 1 and f"Error: {bad}: unknown model option(s) hiden" in res.output
+    assert res.exit_code == 1 and f"Error: {bad}: unknown model option(s): hiden" in res.output
     res = CliRunner().invoke(cli, _args(learnable_archives, tmp_path / "e", "--batch", "0"))
     assert res.exit_code == 2
 
 
 @pytest.mark.parametrize("env,rank", [({}, None), ({"RANK": "2", "WORLD_SIZE": "4"}, 2),
-                                      ({"PMI_RANK": "1"}, 1), ({"OMPI_COMM_WORLD_RANK": "3"}, 3),
+                                      ({"PMI_RANK": "1", "PMI_SIZE": "2"}, 1),
+                                      ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4"}, 3),
                                       ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, None),
                                       ({"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, 1)])
 def test_launcher_detection(monkeypatch: pytest.MonkeyPatch, env: dict[str, str],
                             rank: int | None) -> None:
-    for name in ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "SLURM_NTASKS"):
+    for name in ("RANK", "WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                 "SLURM_PROCID", "SLURM_NTASKS"):
         monkeypatch.delenv(name, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    assert launcher_rank() == rank
+    place = detect()  # the one launcher detection: the CLI and the parallel layer both ask it
+    assert (None if place is None else place.rank) == rank
 
 
 def test_bad_launcher_variable_is_one_line(learnable_archives: tuple[Path, Path], tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PMI_RANK", "first")
+    monkeypatch.setenv("PMI_SIZE", "2")
     res = CliRunner().invoke(cli, _args(learnable_archives, tmp_path / "e"))
     assert res.exit_code == 1 and "Error: environment variable PMI_RANK='first' is not an integer" in res.output

@@ -1,17 +1,17 @@
-"""The loop's side of contract 5: which Strategy hooks it calls, when, with what."""
+"""The loop's side of the strategy interface: which Strategy methods it calls, when, with what."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from asrtrain.distributed.base import Strategy
 from asrtrain.model.blstm import ModelConfig
 from asrtrain.train.config import TrainConfig
-from asrtrain.train.strategy import Strategy
 from asrtrain.train.trainer import train
 
 
@@ -35,9 +35,9 @@ class Recording(Strategy):
         self.calls.append(("wrap",))
         return model
 
-    def blocks(self, epoch: int, num_blocks: int) -> Iterable[int] | None:
-        self.calls.append(("blocks", epoch, num_blocks))
-        return self.chosen
+    def batches(self, loader: Any, epoch: int) -> Iterator[Any]:
+        self.calls.append(("batches", epoch, loader.num_blocks))
+        yield from loader.epoch(epoch, blocks=self.chosen)
 
     def loss_denominator(self, local_frames: int) -> float:
         self.calls.append(("denominator", local_frames))
@@ -76,10 +76,10 @@ def test_hooks_in_order(learnable_archives: tuple[Path, Path], tmp_path: Path) -
     result = train(_cfg(learnable_archives, tmp_path / "exp"), strategy)
     names = [c[0] for c in strategy.calls]
     assert names[0] == "wrap" and names[-1] == "close" and names.count("wrap") == 1
-    per_epoch = ["blocks"] + ["denominator", "after_step"] * 4 + ["end_epoch", "all_sum"]
+    per_epoch = ["batches"] + ["denominator", "after_step"] * 4 + ["end_epoch", "all_sum"]
     assert names[1:-1] == per_epoch * 2
     assert [c[1] for c in strategy.calls if c[0] == "after_step"] == list(range(1, 9))
-    assert ("blocks", 1, 5) in strategy.calls  # 158 chunks in blocks of 32
+    assert ("batches", 1, 5) in strategy.calls  # 158 chunks in blocks of 32
     assert ("all_sum", 7) in strategy.calls  # 4 training + 3 held-out figures
     assert [r["train_frames"] for r in result.history] == [sum(
         c[1] for c in strategy.calls[i:j] if c[0] == "denominator")

@@ -1,28 +1,34 @@
-"""How learners cooperate, as seen by the training loop.
+"""How learners cooperate, as the training loop sees it: the interface, and the single learner.
 
-The loop in :mod:`asrtrain.train.trainer` is the same for one learner and for
-SSGD, ADPSGD and H-ADPSGD: it asks a :class:`Strategy` for the model to run,
-for the blocks of the epoch, for the frame count that normalises the loss, and
-tells it when a step and an epoch end. This base class is the single learner;
-:mod:`asrtrain.distributed.strategy` subclasses it for the three strategies.
+The training loop is the same for one learner and for SSGD, ADPSGD and
+H-ADPSGD. It asks a :class:`Strategy` for the module to run and
+for the epoch's batches, divides the summed frame loss by
+:meth:`Strategy.loss_denominator`, and tells it when a step and an epoch end. This
+base class is the single learner (no communication, the loader's own order);
+:class:`asrtrain.distributed.strategy.DistributedStrategy` is the three strategies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Generator
 from typing import Any
 
+import torch
 from torch import nn
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+Batches = Generator[Batch, None, None]  # closing it stops the loader's prefetch thread
 
 
 class Strategy:
-    """The single-learner strategy: no communication, the loader's own block order."""
+    """The single learner: no communication, every block of the epoch in the loader's order."""
 
     name = "single"
 
     def __init__(self) -> None:
         self.rank = 0
         self.world_size = 1
+        self.stats: dict[str, Any] = {}  # what the strategy did this epoch (rounds, blocks), for logs and tests
 
     @property
     def is_main(self) -> bool:
@@ -32,17 +38,15 @@ class Strategy:
     @property
     def device(self) -> str:
         """Where this learner computes."""
-        import torch
-
         return "cuda" if torch.cuda.is_available() else "cpu"
 
     def wrap(self, model: nn.Module) -> nn.Module:
         """The module the loop calls forward/backward on (DDP-wrapped in a super-learner)."""
         return model
 
-    def blocks(self, epoch: int, num_blocks: int) -> Iterable[int] | None:
-        """The block ids this learner trains on this epoch; ``None``: the loader's own shard."""
-        return None
+    def batches(self, loader: Any, epoch: int) -> Batches:
+        """This learner's batches of the epoch (a generator: closing it stops the prefetch)."""
+        yield from loader.epoch(epoch)
 
     @property
     def weights_agree(self) -> bool:
@@ -70,7 +74,7 @@ class Strategy:
         """Called after each optimizer step (gossip hands the new weights to its thread)."""
 
     def end_epoch(self, model: nn.Module, epoch: int) -> None:
-        """Called when this learner has no more blocks: agree on the end, average weights."""
+        """Called when this learner has no more batches: agree on the end, average weights."""
 
     def all_sum(self, values: list[float]) -> list[float]:
         """Sum numbers over all learners (metrics); identity for one learner."""

@@ -1,0 +1,110 @@
+"""Failure detection: a heartbeat per learner, and waits on the store that a dead peer cannot stall.
+
+Every learner bumps ``hb/<rank>`` in the rendezvous store once a second while its
+compute thread makes progress. A learner whose counter has not moved for
+``timeout_s`` is dead or hung. Every wait of the parallel layer that is not a
+collective (agreeing on an epoch's last gossip round, the barrier between epochs, a
+gossip partner's announcement) polls the store and checks the heartbeats meanwhile,
+so a dead or stopped learner is named within the timeout instead of stalling the job.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from asrtrain.core.errors import AsrtrainError
+
+POLL_S = 0.002
+HEARTBEAT_S = 1.0
+CHECK_S = 0.5  # how often a waiting learner looks at the others' heartbeats
+
+
+def own_client(store: Any) -> Any:
+    """A store client for one thread alone (a TCPStore client is not safe across threads)."""
+    return store.clone() if hasattr(store, "clone") else store
+
+
+class Heartbeat:
+    """A thread that bumps ``hb/<rank>`` every second, and the watcher of the others'.
+
+    The beat stops when the compute thread has not called :meth:`touch` for half the
+    timeout while an epoch runs (``free`` is False): a learner stuck in a step is
+    reported as hung, not only a dead process.
+    """
+
+    def __init__(self, store: Any, rank: int, world_size: int, timeout_s: float) -> None:
+        self.store = own_client(store)
+        self.watch_store = own_client(store)
+        self.rank, self.world_size, self.timeout_s = rank, world_size, timeout_s
+        self._stop = threading.Event()
+        self._seen: dict[int, tuple[int, float]] = {}
+        self._lock = threading.Lock()
+        self.store.add(f"hb/{rank}", 1)
+        self._touched = time.monotonic()
+        self.free = True
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{rank}", daemon=True)
+        self._thread.start()
+
+    def touch(self) -> None:
+        """The compute thread made progress (a step, a poll in a wait)."""
+        self._touched = time.monotonic()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            if not self.free and time.monotonic() - self._touched > self.timeout_s / 2:
+                continue
+            try:
+                self.store.add(f"hb/{self.rank}", 1)
+            except Exception:  # noqa: BLE001 - the store is gone: the job is ending
+                return
+
+    def check(self, ranks: list[int] | None = None) -> None:
+        """Raise naming the first rank whose heartbeat stopped more than ``timeout_s`` ago."""
+        now = time.monotonic()
+        with self._lock:
+            for r in range(self.world_size) if ranks is None else ranks:
+                if r == self.rank:
+                    continue
+                try:
+                    count = int(self.watch_store.add(f"hb/{r}", 0))
+                except Exception as exc:  # noqa: BLE001
+                    raise AsrtrainError(f"lost the rendezvous store while watching learner rank {r}: {exc}") from None
+                last = self._seen.get(r)
+                if last is None or last[0] != count:
+                    self._seen[r] = (count, now)
+                elif now - last[1] > self.timeout_s:
+                    raise AsrtrainError(
+                        f"learner rank {r} stopped responding (no heartbeat for {now - last[1]:.0f} s)"
+                    )
+
+    def stale(self, wait_s: float) -> list[int]:
+        """Ranks whose heartbeat does not move within ``wait_s`` (to name a failed peer)."""
+        first = {r: int(self.watch_store.add(f"hb/{r}", 0)) for r in range(self.world_size) if r != self.rank}
+        time.sleep(wait_s)
+        return [r for r, c in first.items() if int(self.watch_store.add(f"hb/{r}", 0)) == c]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def wait_for_count(store: Any, key: str, count: int, heartbeat: Heartbeat,
+                   meanwhile: Callable[[], None] | None = None, poll_s: float = POLL_S * 5) -> None:
+    """Wait until the store counter ``key`` reaches ``count``, as long as every learner is alive.
+
+    ``meanwhile`` runs at every poll (a learner done with its epoch keeps applying
+    gossip rounds that its partners still start); the heartbeats are checked every
+    half second, so a dead peer ends the wait with an error naming it.
+    """
+    last_check = time.monotonic()
+    while int(store.add(key, 0)) < count:
+        heartbeat.touch()
+        if meanwhile is not None:
+            meanwhile()
+        if time.monotonic() - last_check > CHECK_S:
+            heartbeat.check()
+            last_check = time.monotonic()
+        time.sleep(poll_s)

@@ -1,0 +1,69 @@
+"""``asrtrain train`` as a library call: launch or join the job, then run the loop on every learner.
+
+:func:`run` is the one path from the command line to :class:`~asrtrain.train.trainer.Trainer`
+for every strategy, the single learner included: the parallel layer
+(:func:`asrtrain.distributed.entry.run_job`) starts or joins the learners and hands
+each its strategy; :func:`learner` runs the loop with it. :func:`plan` is the one
+dry-run plan: the trainer's part (data, model, schedule, resume) and the parallel
+layer's (learners, super-learners, ring).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from asrtrain.distributed.base import Strategy
+from asrtrain.distributed.config import DistConfig
+from asrtrain.distributed.entry import layout_plan, run_job
+from asrtrain.distributed.logs import parent_spec
+from asrtrain.train.checkpoint import last_checkpoint
+from asrtrain.train.config import TrainConfig
+from asrtrain.train.hooks import Hooks
+from asrtrain.train.schedule import LRSchedule
+from asrtrain.train.trainer import TrainResult, train
+from asrtrain.train.validate import archive_dims, open_archive
+
+
+def learner(strategy: Strategy, cfg: TrainConfig, hooks: Hooks | None = None) -> TrainResult:
+    """One learner's part of the job (module level: it crosses to spawned workers)."""
+    return train(cfg, strategy, hooks)
+
+
+def run(cfg: TrainConfig, dist_cfg: DistConfig, main_log: Path | None = None,
+        hooks: Hooks | None = None) -> TrainResult | None:
+    """Train ``cfg`` with ``dist_cfg``'s strategy on every learner; returns rank 0's result.
+
+    Learners of a distributed job log to ``EXP/log/train.rank<R>.log``; rank 0 also to
+    the console and to ``main_log`` (the command's run log).
+    """
+    logs = parent_spec(Path(cfg.exp) / "log", main_log) if dist_cfg.distributed else None
+    return run_job(learner, dist_cfg, cfg, hooks, seed=cfg.seed, logs=logs)
+
+
+def plan(cfg: TrainConfig, dist_cfg: DistConfig) -> dict[str, Any]:
+    """What ``run`` would do, without starting anything (``asrtrain train --dry-run``)."""
+    archive = open_archive(cfg.archive, "training")
+    resolved = cfg.with_archive_dims(*archive_dims(archive))
+    m = resolved.model
+    resume = last_checkpoint(cfg.exp) if cfg.resume else None
+    out: dict[str, Any] = {
+        "archive": str(cfg.archive), "chunks": archive.num_chunks,
+        "frames": sum(u[3] for u in archive.utterances), "valid": str(cfg.valid),
+        "model": f"{m.layers}x{m.hidden} BLSTM, proj {m.proj}, {m.input_dim} -> {m.num_pdfs}",
+        "parameters": m.num_parameters(), "GFLOP/frame (train)": round(m.train_flops_per_frame() / 1e9, 4),
+    }
+    layout = layout_plan(dist_cfg)
+    world, size = layout["learners"], layout["super_learner_size"]
+    per = cfg.per_learner_batch(world)
+    schedule = LRSchedule.from_config(resolved)
+    out.update(layout)
+    out.update({
+        "batch (chunks)": cfg.batch, "batch_per_learner": per, "effective_batch": per * world,
+        "super_learner_batch": per * size, "steps/epoch": math.ceil(archive.num_chunks / cfg.batch),
+        "epochs": cfg.epochs, "peak lr": schedule.peak_lr,
+        "lr by epoch": ", ".join(f"{v:.4g}" for v in schedule.table(cfg.epochs)),
+        "resume from": str(resume) if resume else "none",
+    })
+    return out

@@ -1,0 +1,94 @@
+"""Held-out evaluation: loss per real frame and frame accuracy, on every learner at once.
+
+Learners whose weights agree (one learner, SSGD, or after the global average) split
+the held-out set: batch ``i`` goes to learner ``i mod world``, and the strategy's
+``all_sum`` of their figures covers every chunk once. Learners that keep their own
+weights (no global average) each evaluate all of it, each in its own slot: the
+figure reported is the main learner's (the weights saved), with every learner's beside.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from asrtrain.core.errors import InputError
+from asrtrain.data.archive import Archive
+from asrtrain.data.loader import IGNORE_INDEX
+from asrtrain.distributed.base import Strategy
+from asrtrain.train.step import autocast, frame_loss
+
+
+def open_archive(path: Path, role: str) -> Archive:
+    """An archive with targets (training needs them), or an error naming the file."""
+    archive = Archive(path)
+    if archive.num_pdfs is None:
+        raise InputError(f"the {role} archive has no targets (made without --ali)", path)
+    return archive
+
+
+def archive_dims(archive: Archive) -> tuple[int, int]:
+    """(feature dimension, pdfs) of an archive opened by :func:`open_archive`."""
+    assert archive.num_pdfs is not None, "open_archive checked the targets"
+    return archive.feat_dim, archive.num_pdfs
+
+
+def open_held_out(path: Path | None, train: Archive) -> Archive | None:
+    """The held-out archive, checked against the training archive's feature and pdf sizes."""
+    if path is None:
+        return None
+    valid = open_archive(path, "held-out")
+    if (valid.feat_dim, valid.num_pdfs) != (train.feat_dim, train.num_pdfs):
+        raise InputError(f"held-out archive has feat_dim {valid.feat_dim} and {valid.num_pdfs} pdfs; "
+                         f"the training archive has {train.feat_dim} and {train.num_pdfs}", path)
+    return valid
+
+
+def evaluate(model: nn.Module, archive: Archive, batch: int, device: torch.device,
+             dtype: torch.dtype | None, rank: int = 0, world_size: int = 1) -> list[float]:
+    """[summed loss, real frames, correct frames] over batches ``rank::world_size`` of the archive."""
+    was_training = model.training
+    model.eval()
+    loss_sum, frames, correct = 0.0, 0, 0
+    starts = list(range(0, archive.num_chunks, batch))[rank::world_size]
+    with torch.no_grad():
+        for start in starts:
+            feats, targets = archive.read_chunks(start, min(start + batch, archive.num_chunks))
+            x = torch.as_tensor(feats).to(device=device, dtype=torch.float32)
+            y = torch.as_tensor(targets).to(device=device, dtype=torch.int64)
+            y[y < 0] = IGNORE_INDEX
+            with autocast(device, dtype):
+                logits = model(x)
+            ls, n, c = frame_loss(logits, y)
+            loss_sum, frames, correct = loss_sum + float(ls), frames + int(n), correct + int(c)
+    model.train(was_training)
+    return [loss_sum, float(frames), float(correct)]
+
+
+def held_out(model: nn.Module, archive: Archive, strategy: Strategy, batch: int,
+             device: torch.device, dtype: torch.dtype | None) -> list[float]:
+    """This learner's part of the held-out figures, to be summed over all learners."""
+    s = strategy
+    if s.weights_agree:
+        return evaluate(model, archive, batch, device, dtype, s.rank, s.world_size)
+    slots = [0.0] * (3 * s.world_size)
+    slots[3 * s.rank:3 * s.rank + 3] = evaluate(model, archive, batch, device, dtype)
+    return slots
+
+
+def figures(sums: list[float]) -> dict[str, float]:
+    """Loss per real frame and frame accuracy from :func:`evaluate`'s (summed) totals."""
+    loss_sum, frames, correct = sums
+    return {"valid_loss": loss_sum / max(frames, 1), "valid_acc": correct / max(frames, 1),
+            "valid_frames": int(frames)}
+
+
+def held_out_row(sums: list[float]) -> dict[str, Any]:
+    """The epoch row's held-out figures from the summed :func:`held_out` values."""
+    if len(sums) == 3:
+        return figures(sums)
+    learners = [figures(sums[i:i + 3]) for i in range(0, len(sums), 3)]
+    return {**learners[0], "valid_loss_by_learner": [round(f["valid_loss"], 5) for f in learners]}

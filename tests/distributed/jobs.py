@@ -1,0 +1,160 @@
+"""Distributed test jobs that run the real loop: ``Trainer`` with a tiny BLSTM on a tiny archive.
+
+Nothing here trains: :class:`Recorder` is a :class:`~asrtrain.train.hooks.Hooks` that
+watches the loop (batches, weights, timings, the strategy's counters) and can stop
+a learner at a chosen step, dead or hung. :func:`scenarios` runs several jobs in one
+launch of workers (starting 4 workers costs ~10 s on 2 cores); the script form runs
+every strategy under ``torchrun``/``mpiexec``:
+
+    python tests/distributed/jobs.py OUT.json TRAIN.h5 EXP_ROOT [--strategies ssgd,adpsgd,h-adpsgd]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from asrtrain.data.loader import IGNORE_INDEX  # noqa: E402
+from asrtrain.model.config import ModelConfig  # noqa: E402
+from asrtrain.train.config import TrainConfig  # noqa: E402
+from asrtrain.train.hooks import Hooks  # noqa: E402
+
+TINY_MODEL = ModelConfig(hidden=8, layers=1, proj=0)
+
+
+def tiny_config(train: Path, exp: Path, **kw: Any) -> TrainConfig:
+    """A seconds-long run: tiny BLSTM, blocks of 8 chunks, constant rate, one thread."""
+    base: dict[str, Any] = dict(archive=train, exp=exp, epochs=1, batch=8, base_batch=8, lr=0.2,
+                                warmup_epochs=0, momentum=0.5, block_chunks=8, model=TINY_MODEL,
+                                log_every=1000, num_threads=1, prefetch=2)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def flat(model: torch.nn.Module) -> list[float]:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()
+
+
+@dataclasses.dataclass
+class Recorder(Hooks):
+    """Watches one learner's loop; its fields say what to record or do, ``rec`` is what it saw."""
+
+    record_weights: bool = False
+    record_batches: bool = False
+    perturb: float = 0.0          # add rank-seeded noise to the weights at the start
+    step_sleep_s: float = 0.0     # emulated compute per step
+    die_rank: int | None = None   # this rank exits (or hangs) before step die_step
+    die_step: int = 2
+    hang: bool = False
+    rec: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def start(self, trainer: Any) -> None:
+        rank = trainer.strategy.rank
+        if self.perturb:
+            with torch.no_grad():
+                g = torch.Generator().manual_seed(rank + 1)
+                for p in trainer.model.parameters():
+                    p.add_(self.perturb * torch.randn(p.shape, generator=g))
+        self.rec = {"rank": rank, "initial": flat(trainer.model), "weights": [], "batches": [], "lrs": [],
+                    "iter_times": [], "epochs": [], "steps": 0}
+        self._last: float | None = None
+
+    def before_step(self, trainer: Any, step: int) -> None:
+        if self.die_rank == trainer.strategy.rank and step == self.die_step:
+            if self.hang:
+                time.sleep(3600)
+            os._exit(3)
+        if self.step_sleep_s:
+            time.sleep(self.step_sleep_s)
+
+    def after_step(self, trainer: Any, x: Any, y: Any, lr: float) -> None:
+        now = time.perf_counter()
+        if self._last is not None:
+            self.rec["iter_times"].append(now - self._last)
+        self._last = now
+        self.rec["steps"] += 1
+        self.rec["lrs"].append(lr)
+        if self.record_batches:
+            real = bool((y != IGNORE_INDEX).any())
+            self.rec["batches"].append([x.tolist(), y.tolist()] if real else None)
+        if self.record_weights:
+            self.rec["weights"].append(flat(trainer.model))
+
+    def end_epoch(self, trainer: Any, row: dict[str, Any]) -> None:
+        self._last = None
+        self.rec["epochs"].append({**trainer.strategy.stats, "row": row})
+        self.rec["final"] = flat(trainer.model)
+        self.rec["group_size"] = getattr(getattr(trainer.strategy, "layout", None), "group_size", 1)
+
+
+def _run_one(place: Any, store: Any, name: str, dist_fields: dict[str, Any], cfg: TrainConfig,
+             hooks: Recorder) -> list[dict[str, Any]]:
+    """One job on the already joined workers: fresh groups and store keys, every rank's record."""
+    import torch.distributed as dist
+
+    from asrtrain.distributed.config import DistConfig
+    from asrtrain.distributed.strategy import DistributedStrategy
+    from asrtrain.train.trainer import train
+
+    strategy = DistributedStrategy(DistConfig(**dist_fields), place, dist.PrefixStore(name, store), seed=cfg.seed)
+    train(cfg, strategy, hooks)  # closes the strategy
+    rec = dict(hooks.rec, gossip_alive_after_close=strategy.gossip is not None and strategy.gossip._thread.is_alive())
+    gathered: list[Any] = [None] * place.world_size
+    dist.all_gather_object(gathered, rec)
+    return gathered
+
+
+def scenarios(runs: list[tuple[str, dict[str, Any], TrainConfig, Recorder]]) -> dict[str, Any]:
+    """Worker entry (elastic launcher): each (name, DistConfig fields, TrainConfig, hooks) in turn.
+
+    Returns, on every rank, ``name -> [record of rank 0, 1, …]``.
+    """
+    import torch.distributed as dist
+
+    from asrtrain.distributed.launch import init_worker
+
+    place, store = init_worker("gloo", 30.0)
+    try:
+        return {name: _run_one(place, store, name, fields, cfg, hooks) for name, fields, cfg, hooks in runs}
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv: list[str]) -> None:
+    """Script form: every strategy of ``--strategies`` in one launch; rank 0 writes OUT.json."""
+    import torch.distributed as dist
+
+    from asrtrain.distributed.launch import init_worker
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("train", type=Path)
+    parser.add_argument("exp_root", type=Path)
+    parser.add_argument("--strategies", default="ssgd,adpsgd,h-adpsgd")
+    args = parser.parse_args(argv)
+    place, store = init_worker("gloo", 30.0)
+    result: dict[str, Any] = {"launcher": place.launcher, "world": place.world_size}
+    for name in args.strategies.split(","):
+        fields = {"strategy": name, "timeout_s": 30.0}
+        if name == "h-adpsgd":
+            fields["group_size"] = 2  # two "nodes" of two on one machine
+        cfg = tiny_config(args.train, args.exp_root / name, batch=8)
+        result[name] = _run_one(place, store, name, fields, cfg, Recorder(step_sleep_s=0.005))
+    if place.rank == 0:
+        Path(args.out).write_text(json.dumps(result))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main(sys.argv[1:])
