@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Distributed training on this machine: gossip overlap and straggler tolerance, side by side.
 
-Four learners (``--nproc`` launcher, gloo) train the project's BLSTM on synthetic
-21-frame chunks; each scenario runs one epoch of work-shared blocks:
+Four learners (``--nproc`` launcher, gloo) run asrtrain's own training loop
+(``Trainer`` with the real strategies, loader and checkpoints) on an archive of
+random 21-frame chunks; each scenario runs one epoch of work-shared blocks:
 
 (a) ADPSGD step time with gossip over the same without gossip (the overlap of
     communication with computation; target at most 1.10), with the default transport
@@ -34,100 +35,87 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-IGNORE = -100
+from asrtrain.train.hooks import Hooks  # noqa: E402
 
 
-class SyntheticLoader:
-    """``num_blocks`` blocks of ``batches`` batches of random features and targets."""
+class Probe(Hooks):
+    """Hooks on the real loop: step and after-step timings, CPU time, and gossip on or off.
 
-    def __init__(self, num_blocks: int, batches: int, batch: int, dim: int, pdfs: int) -> None:
-        self.num_blocks, self.batches, self.batch, self.dim, self.pdfs = num_blocks, batches, batch, dim, pdfs
+    The compute thread's own gossip work (snapshot, apply) happens inside the
+    strategy's ``after_step``; the probe times that call by wrapping it. Without
+    gossip, the strategy's gossip thread is stopped before the first step: the same
+    learners, work sharing and epoch end, no averaging between steps.
+    """
 
-    def epoch(self, epoch: int, blocks: Any = None):
-        import torch
+    def __init__(self, gossip: bool, accel_s: float) -> None:
+        self.gossip, self.accel_s = gossip, accel_s
+        self.rec: dict[str, Any] = {}
 
-        for block in blocks:
-            for i in range(self.batches):
-                g = torch.Generator().manual_seed(block * 100 + i)
-                x = torch.randn(self.batch, 21, self.dim, generator=g)
-                y = torch.randint(0, self.pdfs, (self.batch, 21), generator=g)
-                yield x, y
+    def start(self, trainer: Any) -> None:
+        strategy = trainer.strategy
+        if not self.gossip and strategy.gossip is not None:
+            strategy.gossip.close()
+            strategy.gossip = None
+        inner = strategy.after_step
+        hooks, hooks_cpu = [], []
 
+        def timed(model: Any, step: int) -> None:
+            t, c = time.perf_counter(), time.thread_time()
+            inner(model, step)
+            hooks.append(time.perf_counter() - t)
+            hooks_cpu.append(time.thread_time() - c)
 
-def scenario(strategy: Any, opts: dict[str, Any], gossip: bool) -> dict[str, Any]:
-    """One epoch of the trainer's loop; returns this learner's timings."""
-    import torch
-    from torch import nn
+        strategy.after_step = timed
+        self.rec = {"rank": strategy.rank, "iters": [], "hooks": hooks, "hooks_cpu": hooks_cpu,
+                    "params": sum(p.numel() for p in trainer.model.parameters())}
+        self._start = self._last = time.perf_counter()
+        self._cpu0 = time.process_time()
 
-    from asrtrain.model.blstm import BLSTM, ModelConfig
+    def before_step(self, trainer: Any, step: int) -> None:
+        if self.accel_s:
+            time.sleep(self.accel_s)  # an accelerator computing: this learner's CPU idles
 
-    torch.manual_seed(0)
-    model = BLSTM(ModelConfig(input_dim=opts["dim"], hidden=opts["hidden"], layers=opts["layers"],
-                              proj=opts["proj"], num_pdfs=opts["pdfs"]))
-    net = strategy.wrap(model)
-    if not gossip and strategy.gossip is not None:
-        strategy.gossip.close()
-        strategy.gossip = None
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loader = SyntheticLoader(opts["blocks"], opts["batches"], opts["batch"], opts["dim"], opts["pdfs"])
-    iters: list[float] = []
-    hooks: list[float] = []  # the compute thread's own gossip work: after_step (snapshot, apply)
-    hooks_cpu: list[float] = []  # the same in CPU time of the compute thread alone
-    frames = 0
-    start = last = time.perf_counter()
-    cpu0 = time.process_time()
-    for step, (x, y) in enumerate(strategy.batches(loader, 0)):
-        logits = net(x)
-        loss_sum = nn.functional.cross_entropy(logits.reshape(-1, opts["pdfs"]), y.reshape(-1),
-                                               ignore_index=IGNORE, reduction="sum")
-        n = int((y != IGNORE).sum())
-        loss = loss_sum / strategy.loss_denominator(n)
-        opt.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        opt.step()
-        if opts["accel_s"]:
-            time.sleep(opts["accel_s"])  # an accelerator computing: this learner's CPU idles
-        t_hook, c_hook = time.perf_counter(), time.thread_time()
-        strategy.after_step(model, step)
+    def after_step(self, trainer: Any, x: Any, y: Any, lr: float) -> None:
         now = time.perf_counter()
-        hooks.append(now - t_hook)
-        hooks_cpu.append(time.thread_time() - c_hook)
-        iters.append(now - last)
-        last = now
-        frames += n
-    compute_end = time.perf_counter()
-    cpu = time.process_time() - cpu0  # every thread of this learner: compute, gossip, gloo
-    strategy.end_epoch(model, 0)
-    return {"rank": strategy.rank, "steps": len(iters), "frames": frames,
-            "step_s": statistics.median(iters[1:] or iters), "compute_s": compute_end - start,
-            "cpu_per_step_s": cpu / max(len(iters), 1),
-            "after_step_s": sum(hooks) / max(len(hooks), 1),
-            "after_step_cpu_s": sum(hooks_cpu) / max(len(hooks_cpu), 1),
-            "epoch_s": time.perf_counter() - start, "stats": dict(strategy.stats),
-            "params": sum(p.numel() for p in model.parameters())}
+        self.rec["iters"].append(now - self._last)
+        self._last = now
+
+    def end_epoch(self, trainer: Any, row: dict[str, Any]) -> None:
+        iters = self.rec["iters"]
+        self.rec.update(steps=len(iters), step_s=statistics.median(iters[1:] or iters),
+                        cpu_per_step_s=(time.process_time() - self._cpu0) / max(len(iters), 1),
+                        after_step_s=statistics.fmean(self.rec.pop("hooks") or [0.0]),
+                        after_step_cpu_s=statistics.fmean(self.rec.pop("hooks_cpu") or [0.0]),
+                        frames_per_s=row["frames_per_s"], epoch_s=row["seconds"],
+                        compute_s=self._last - self._start, stats=dict(trainer.strategy.stats))
 
 
 def worker(runs: list[tuple[str, dict[str, Any], bool]], opts: dict[str, Any]) -> dict[str, Any]:
-    """Each learner: run every scenario in turn on fresh groups and store keys."""
+    """Each learner: every scenario in turn, each a real Trainer run on fresh groups and store keys."""
     import torch.distributed as dist
 
     from asrtrain.distributed.config import DistConfig
     from asrtrain.distributed.launch import init_worker
     from asrtrain.distributed.strategy import DistributedStrategy
+    from asrtrain.model.config import ModelConfig
+    from asrtrain.train.config import TrainConfig
+    from asrtrain.train.trainer import train
 
     place, store = init_worker("gloo", 120.0)
+    n = place.world_size
     out: dict[str, Any] = {}
     try:
         for name, fields, gossip in runs:
             dist.barrier()
             strategy = DistributedStrategy(DistConfig(**fields), place, dist.PrefixStore(name, store))
-            try:
-                rec = scenario(strategy, opts, gossip)
-            finally:
-                strategy.close()
-            gathered: list[Any] = [None] * place.world_size
-            dist.all_gather_object(gathered, rec)
+            cfg = TrainConfig(archive=opts["archive"], exp=Path(opts["root"]) / name, epochs=1,
+                              batch=opts["batch"] * n, base_batch=opts["batch"] * n, lr=0.01, warmup_epochs=0,
+                              block_chunks=opts["batch"] * opts["batches"], log_every=10 ** 6, num_threads=1,
+                              model=ModelConfig(hidden=opts["hidden"], layers=opts["layers"], proj=opts["proj"]))
+            probe = Probe(gossip, opts["accel_s"])
+            train(cfg, strategy, probe)
+            gathered: list[Any] = [None] * n
+            dist.all_gather_object(gathered, probe.rec)
             out[name] = gathered
     finally:
         dist.destroy_process_group()
@@ -135,8 +123,8 @@ def worker(runs: list[tuple[str, dict[str, Any], bool]], opts: dict[str, Any]) -
 
 
 def aggregate_fps(recs: list[dict[str, Any]]) -> float:
-    """Real frames of all learners over the epoch's wall time (the slowest learner's)."""
-    return sum(r["frames"] for r in recs) / max(r["epoch_s"] for r in recs)
+    """Real frames of all learners over the epoch's wall time: the trainer's own epoch figure."""
+    return float(recs[0]["frames_per_s"])
 
 
 def main() -> None:
@@ -149,7 +137,7 @@ def main() -> None:
     parser.add_argument("--pdfs", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=32,
                         help="chunks per learner per step (the papers: 2560 over 64 learners = 40)")
-    parser.add_argument("--blocks", type=int, default=96)
+    parser.add_argument("--blocks", type=int, default=96, help="blocks in the epoch, shared by all learners")
     parser.add_argument("--batches", type=int, default=1, help="batches per block")
     parser.add_argument("--factor", type=float, default=3.0, help="straggler slow-down")
     parser.add_argument("--emulate-accelerator", dest="accel_s", type=float, default=0.0, metavar="S",
@@ -158,10 +146,16 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import tempfile
+
+    from asrtrain.data.synthetic import write_random_archive
     from asrtrain.distributed.launch import launch_local
 
-    opts = {k: getattr(args, k) for k in ("hidden", "layers", "proj", "dim", "pdfs", "batch", "blocks", "batches",
-                                          "accel_s")}
+    opts = {k: getattr(args, k) for k in ("hidden", "layers", "proj", "batch", "batches", "accel_s")}
+    root = Path(tempfile.mkdtemp(prefix="bench-dist-"))
+    opts["root"] = str(root)
+    opts["archive"] = str(write_random_archive(root / "train.h5", args.blocks * args.batches * args.batch,
+                                               args.dim, args.pdfs))
     n = args.nproc
     slow = {"straggler_rank": n - 1, "straggler_factor": args.factor}
     # Warm-up epochs first (the first steps of a process are slow), then the scenarios
@@ -179,7 +173,12 @@ def main() -> None:
         ]
     load_start = os.getloadavg()  # other processes on these cores: the figures' context
     t0 = time.perf_counter()
-    raw = launch_local(n, worker, (runs, opts), run_id="bench-dist")[0]
+    try:
+        raw = launch_local(n, worker, (runs, opts), run_id="bench-dist")[0]
+    finally:
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
     wall = time.perf_counter() - t0
     fast = list(range(n - 1))
     names = ("adpsgd-nogossip", "adpsgd", "adpsgd-straggler", "ssgd", "ssgd-straggler")

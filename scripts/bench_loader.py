@@ -65,7 +65,7 @@ def main() -> None:
     import torch
 
     from asrtrain.data.archive import Archive, write_archive
-    from asrtrain.data.loader import ChunkLoader
+    from asrtrain.data.loader import ChunkLoader, real_frames
 
     logging.getLogger("asrtrain").setLevel(logging.WARNING)
     torch.set_num_threads(1)
@@ -108,7 +108,7 @@ def main() -> None:
             for epoch in range(args.epochs):
                 t0, served = time.perf_counter(), 0
                 for _x, y in loader.epoch(epoch):
-                    served += int((y != -100).sum())
+                    served += real_frames(y)
                 best = min(best, time.perf_counter() - t0)
                 assert served == frames, (served, frames)
             results[prefetch] = frames / best
