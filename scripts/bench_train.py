@@ -1,25 +1,44 @@
 #!/usr/bin/env python
-"""Training speed of the BLSTM: frames per second of forward + backward + SGD update.
+"""Training speed of the BLSTM: the raw model loop beside asrtrain's Trainer, at the same model and batch.
 
-Random inputs and targets of the archive's shape (batch of 21-frame chunks),
-so it measures the model alone, not the loader. On a GPU it also prints the
-model FLOPs utilisation: FLOPs per frame (from the model config: 6 per weight,
-about 0.26 GFLOP for the paper's model) times frames/s over the device's peak.
+For each batch of the sweep, side by side in one run:
 
-    python scripts/bench_train.py                          # the paper's model, batch 256
-    python scripts/bench_train.py --hidden 128 --layers 2 --num-pdfs 2000 --batch 64
-    python scripts/bench_train.py --device cuda --precision bf16 --batch 256
+- **raw**: forward + backward + clipping + SGD on tensors already on the device (the
+  model alone: no loader, no bookkeeping), timed with a device sync at the end;
+- **trainer**: ``Trainer.fit`` (single learner) on an archive of random chunks of the
+  model's shape written by the real writer: the loader, the copy to the device, the
+  step, the figures, progress and metrics, timed between steps by a hook.
+
+It prints frames/s of both and their ratio (the trainer's overhead; targets: at
+least 0.95 on a GPU, 0.9 on a CPU), the model FLOPs utilisation on a GPU (6 FLOPs per
+weight per frame, about 0.26 GFLOP for the paper's model, over the device's peak),
+and the peak memory (device memory on a GPU, the process's peak RSS on a CPU).
+
+    python scripts/bench_train.py                                   # the paper's model
+    python scripts/bench_train.py --hidden 160 --layers 3 --proj 80 --num-pdfs 299 --sweep 128
+    python scripts/bench_train.py --device cuda --sweep 128,512,2048,8192
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 
-from asrtrain.model.blstm import BLSTM, ModelConfig
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from asrtrain.model.blstm import BLSTM, ModelConfig  # noqa: E402
+from asrtrain.train.hooks import Hooks  # noqa: E402
+from asrtrain.train.step import autocast, frame_loss  # noqa: E402
 
 # Dense peak TFLOP/s by device-name substring: (bf16/fp16 tensor, fp32 without TF32)
 PEAKS = {"H200": (989.0, 67.0), "H100": (989.0, 67.0), "A100": (312.0, 19.5),
@@ -33,6 +52,80 @@ def peak_tflops(name: str, precision: str) -> float | None:
     return None
 
 
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def raw_loop(cfg: ModelConfig, batch: int, steps: int, warmup: int, device: torch.device,
+             dtype: torch.dtype | None) -> float:
+    """Frames/s of the model alone: the step the Trainer runs, on tensors already on the device."""
+    torch.manual_seed(0)
+    model = BLSTM(cfg).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, fused=device.type == "cuda" or None)
+    x = torch.randn(batch, 21, cfg.input_dim, device=device)
+    y = torch.randint(0, cfg.num_pdfs, (batch, 21), device=device)
+
+    def step() -> None:
+        with autocast(device, dtype):
+            logits = model(x)
+        loss_sum, _, _ = frame_loss(logits, y)
+        opt.zero_grad(set_to_none=True)
+        (loss_sum / y.numel()).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync(device)
+    return batch * 21 * steps / (time.perf_counter() - t0)
+
+
+class StepClock(Hooks):
+    """Times the Trainer's steady state: from the end of step ``warmup`` to the end of step ``last``."""
+
+    def __init__(self, warmup: int, last: int, device: torch.device) -> None:
+        self.warmup, self.last, self.device = warmup, last, device
+        self.t0 = self.t1 = 0.0
+        self.steps = 0
+
+    def after_step(self, trainer: Any, x: Any, y: Any, lr: float) -> None:
+        self.steps += 1
+        if self.steps in (self.warmup, self.last):
+            sync(self.device)
+            if self.steps == self.warmup:
+                self.t0 = time.perf_counter()
+            else:
+                self.t1 = time.perf_counter()
+
+
+def trainer_loop(cfg: ModelConfig, batch: int, steps: int, warmup: int, device: torch.device,
+                 precision: str, root: Path, threads: int | None) -> float:
+    """Frames/s of ``Trainer.fit`` (single learner) at the same model and batch."""
+    from asrtrain.data.synthetic import write_random_archive
+    from asrtrain.train.config import TrainConfig
+    from asrtrain.train.trainer import train
+
+    archive = write_random_archive(root / f"b{batch}.h5", batch * (steps + warmup), cfg.input_dim, cfg.num_pdfs)
+    tcfg = TrainConfig(archive=archive, exp=root / f"exp{batch}", epochs=1, batch=batch, base_batch=batch,
+                       lr=0.01, warmup_epochs=0, model=cfg, log_every=50, resume=False, precision=precision,
+                       num_threads=threads, block_chunks=max(1024, batch), max_steps_per_epoch=steps + warmup)
+    clock = StepClock(warmup, steps + warmup, device)
+    train(tcfg, hooks=clock)
+    archive.unlink()
+    return batch * 21 * steps / (clock.t1 - clock.t0)
+
+
+def peak_memory_gb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2 ** 30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20  # KiB on Linux
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--input-dim", type=int, default=260)
@@ -40,78 +133,60 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--proj", type=int, default=256)
     ap.add_argument("--num-pdfs", type=int, default=32000)
-    ap.add_argument("--batch", type=int, default=256, help="21-frame chunks per step")
-    ap.add_argument("--chunk", type=int, default=21)
-    ap.add_argument("--steps", type=int, default=5, help="timed steps")
-    ap.add_argument("--warmup", type=int, default=1, help="untimed steps first")
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default=None,
-                    help="default: bf16 on GPU, fp32 on CPU")
+    ap.add_argument("--sweep", default="128", help="comma-separated batches in 21-frame chunks")
+    ap.add_argument("--steps", type=int, default=10, help="timed steps per measurement")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    ap.add_argument("--repeats", type=int, default=1, help="raw and trainer alternately, the median kept")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default=None, help="default: bf16 on GPU, fp32 on CPU")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--peak-tflops", type=float, default=None, help="override the device's peak")
+    ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")
-    cfg = ModelConfig(input_dim=args.input_dim, hidden=args.hidden, layers=args.layers,
-                      proj=args.proj, num_pdfs=args.num_pdfs)
-    torch.manual_seed(0)
-    model = BLSTM(cfg).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(args.batch, args.chunk, cfg.input_dim, device=device)
-    y = torch.randint(0, cfg.num_pdfs, (args.batch, args.chunk), device=device)
-    dtype = torch.bfloat16 if precision == "bf16" else None
-
-    def step() -> float:
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            logits = model(x)
-        loss = F.cross_entropy(logits.float().reshape(-1, cfg.num_pdfs), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        opt.step()
-        return float(loss.detach())
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
-    t = time.perf_counter()
-    for _ in range(args.warmup):
-        step()
-    sync()
-    warm = time.perf_counter() - t
-    t = time.perf_counter()
-    for _ in range(args.steps):
-        step()
-    sync()
-    secs = time.perf_counter() - t
-    frames = args.batch * args.chunk * args.steps
-    fps = frames / secs
-    flops = cfg.train_flops_per_frame()
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"device            {name} ({torch.get_num_threads()} threads)" if device.type == "cpu"
-          else f"device            {name}")
-    print(f"model             {cfg.layers}x{cfg.hidden} BLSTM proj {cfg.proj} {cfg.input_dim}->"
-          f"{cfg.num_pdfs}: {cfg.num_parameters() / 1e6:.2f}M parameters")
-    print(f"precision         {precision}")
-    print(f"batch             {args.batch} chunks x {args.chunk} frames = {args.batch * args.chunk} frames")
-    print(f"warm-up           {args.warmup} step(s) in {warm:.2f} s")
-    print(f"step time         {secs / args.steps:.3f} s")
-    print(f"frames/s          {fps:,.0f}")
-    print(f"GFLOP/frame       {flops / 1e9:.4f}")
-    print(f"achieved TFLOP/s  {fps * flops / 1e12:.3f}")
-    # One epoch of SWB-2000 (about 2000 h = 720M frames) at this speed, for scale.
-    print(f"hours per 2000 h epoch  {720e6 / fps / 3600:,.1f}")
     if device.type == "cuda":
-        peak = args.peak_tflops or peak_tflops(name, precision)
-        if peak:
-            print(f"peak TFLOP/s      {peak:g} ({precision})")
-            print(f"MFU               {100 * fps * flops / (peak * 1e12):.1f}%")
-        else:
-            print("MFU               unknown peak for this device (use --peak-tflops)")
+        torch.cuda.set_device(device)
+    precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")
+    dtype = torch.bfloat16 if precision == "bf16" else None
+    cfg = ModelConfig(input_dim=args.input_dim, hidden=args.hidden, layers=args.layers, proj=args.proj,
+                      num_pdfs=args.num_pdfs)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
+    peak = args.peak_tflops or (peak_tflops(name, precision) if device.type == "cuda" else None)
+    flops = cfg.train_flops_per_frame()
+    print(f"device {name}; model {cfg.layers}x{cfg.hidden} BLSTM proj {cfg.proj} {cfg.input_dim}->{cfg.num_pdfs} "
+          f"({cfg.num_parameters() / 1e6:.2f}M parameters, {flops / 1e9:.4f} GFLOP/frame); {precision}; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    if device.type == "cuda":
+        print(f"cuDNN {torch.backends.cudnn.version()}, torch {torch.__version__}")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
+        for batch in [int(b) for b in args.sweep.split(",")]:
+            raws, trainers = [], []
+            for _ in range(args.repeats):
+                raws.append(raw_loop(cfg, batch, args.steps, args.warmup, device, dtype))
+                trainers.append(trainer_loop(cfg, batch, args.steps, args.warmup, device, args.precision or "auto",
+                                             Path(tmp), args.threads))
+            raw, trn = statistics.median(raws), statistics.median(trainers)
+            row = {"batch": batch, "raw_fps": round(raw), "trainer_fps": round(trn), "ratio": round(trn / raw, 3),
+                   "ratios": [round(t / r, 3) for t, r in zip(trainers, raws, strict=True)],
+                   "peak_memory_gb": round(peak_memory_gb(device), 2)}
+            if peak:
+                row["mfu_raw"] = round(raw * flops / (peak * 1e12), 4)
+                row["mfu_trainer"] = round(trn * flops / (peak * 1e12), 4)
+            rows.append(row)
+            mfu = f"  MFU {100 * row['mfu_trainer']:.1f}% (raw {100 * row['mfu_raw']:.1f}%)" if peak else ""
+            print(f"batch {batch:6d}: raw {raw:12,.0f} frames/s  trainer {trn:12,.0f} frames/s  "
+                  f"trainer/raw {trn / raw:.3f} (per repeat {row['ratios']})  peak memory "
+                  f"{row['peak_memory_gb']:.2f} GB{mfu}")
+    best = max(rows, key=lambda r: r["trainer_fps"])
+    print(f"fastest: batch {best['batch']}, {best['trainer_fps']:,} frames/s through the Trainer "
+          f"({best['trainer_fps'] / 15.8e3:.1f}x the paper's V100; a 2000 h epoch in "
+          f"{720e6 / best['trainer_fps'] / 3600:.2f} h)")
+    if args.json:
+        args.json.write_text(json.dumps({"device": name, "precision": precision, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

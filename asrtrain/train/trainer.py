@@ -8,8 +8,10 @@ evaluation (:mod:`asrtrain.train.validate`) → the epoch row (:mod:`asrtrain.tr
 → the checkpoint (:mod:`asrtrain.train.checkpoint`). The strategy is the only thing
 that differs between one learner and many; the loop never asks which it has.
 
-A non-finite loss or gradient stops the run with an error naming the step; the
-last complete checkpoint stays as it was.
+The step never waits for the device: its figures stay there (:mod:`asrtrain.train.device`)
+and are read every ``log_every`` steps and at the epoch's end. A non-finite loss or
+gradient then stops the run with an error naming the first step where it happened;
+the last complete checkpoint stays as it was.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ import torch
 
 from asrtrain.core.errors import AsrtrainError
 from asrtrain.core.progress import Progress
-from asrtrain.data.loader import ChunkLoader, real_frames
+from asrtrain.data.loader import ChunkLoader
 from asrtrain.distributed.base import Strategy
 from asrtrain.model.blstm import BLSTM
 from asrtrain.model.io import save_final
 from asrtrain.train import checkpoint
 from asrtrain.train.config import TrainConfig
+from asrtrain.train.device import DeviceBatch, StepFigures, ahead
 from asrtrain.train.hooks import Hooks
 from asrtrain.train.metrics import MetricsLog, StepWindow, epoch_row, epoch_summary
 from asrtrain.train.schedule import LRSchedule
@@ -82,7 +85,9 @@ class Trainer:
         self.model.to(self.device)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.schedule.lr(1),
                                          momentum=self.cfg.momentum, nesterov=self.cfg.nesterov,
-                                         weight_decay=self.cfg.weight_decay)
+                                         weight_decay=self.cfg.weight_decay,
+                                         fused=self.device.type == "cuda" or None)
+        self.figures = StepFigures(self.device)
         loader_opts: dict[str, Any] = {k: v for k, v in (("block_chunks", self.cfg.block_chunks),
                                                          ("prefetch", self.cfg.prefetch)) if v is not None}
         self.loader = ChunkLoader(self.cfg.archive, self.cfg.per_learner_batch(self.strategy.world_size),
@@ -136,48 +141,51 @@ class Trainer:
                     hooks: Hooks) -> list[float]:
         """Every batch the strategy serves this learner; returns its [loss, frames, correct, steps]."""
         totals = [0.0, 0.0, 0.0, 0.0]
-        window, t0 = StepWindow(), time.perf_counter()
+        window, t0, shown = StepWindow(), time.perf_counter(), 0.0
         with self._progress(epoch) as bar, contextlib.closing(self.strategy.batches(self.loader, epoch)) as batches:
-            for x, y in batches:
+            for batch in ahead(batches, self.device):
                 lr = self.schedule.lr(epoch, totals[3] * self.cfg.batch / max(self.archive.num_chunks, 1))
                 hooks.before_step(self, self.step + 1)
-                loss_sum, frames, correct = self.train_step(net, x, y, lr, epoch)
-                hooks.after_step(self, x, y, lr)
-                for i, v in enumerate((loss_sum, frames, correct, 1)):
-                    totals[i] += v
-                window.add(loss_sum, frames)
-                if metrics is not None and self.step % self.cfg.log_every == 0:
-                    metrics.write("step", **window.row(self.step, epoch, lr))
-                self._show(bar, lr, loss_sum, frames, totals[1] / max(time.perf_counter() - t0, 1e-9))
+                self.train_step(net, batch, lr)
+                hooks.after_step(self, batch.x, batch.y, lr)
+                totals[3] += 1
+                if self.step % self.cfg.log_every == 0:
+                    shown = self._read_figures(epoch, totals, window)
+                    if metrics is not None:
+                        metrics.write("step", **window.row(self.step, epoch, lr))
+                self._show(bar, lr, shown, totals[1] + self.figures.frames, time.perf_counter() - t0)
                 if self.cfg.max_steps_per_epoch and totals[3] >= self.cfg.max_steps_per_epoch:
                     break
+            self._read_figures(epoch, totals, window)
             self._show(bar)  # the claim that found no block left came after the last step
         return totals
 
-    def train_step(self, net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float,
-                   epoch: int) -> tuple[float, int, int]:
-        """One optimizer step at rate ``lr``; returns (summed loss, real frames, correct frames)."""
-        frames = real_frames(y)  # counted on the host batch
-        x = x.to(self.device, non_blocking=True)
-        y = y.to(self.device, non_blocking=True)
+    def train_step(self, net: torch.nn.Module, batch: DeviceBatch, lr: float) -> None:
+        """One optimizer step at rate ``lr``, with no host sync (figures go to :attr:`figures`)."""
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         with autocast(self.device, self.dtype):
-            logits = net(x)
-        loss_sum, _, correct = frame_loss(logits, y)
-        value = float(loss_sum.detach())
-        self.step += 1
-        if not math.isfinite(value):
-            raise self._diverged("the training loss", value, epoch)
+            logits = net(batch.x)
+        loss_sum, _, correct = frame_loss(logits, batch.y)
         self.optimizer.zero_grad(set_to_none=True)
-        (loss_sum / self.strategy.loss_denominator(frames)).backward()
-        if self.cfg.clip > 0:
-            norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip))
-            if not math.isfinite(norm):
-                raise self._diverged("the gradient norm", norm, epoch)
+        (loss_sum / self.strategy.loss_denominator(batch.frames)).backward()
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip) if self.cfg.clip > 0 else None
         self.optimizer.step()
+        self.step += 1
+        self.figures.add(self.step, loss_sum, correct, norm, batch.frames)
         self.strategy.after_step(self.model, self.step)
-        return value, frames, int(correct)
+
+    def _read_figures(self, epoch: int, totals: list[float], window: StepWindow) -> float:
+        """Read the device figures (one sync), stop on a non-finite step; returns the loss per frame."""
+        loss_sum, frames, correct, bad_loss, bad_grad = self.figures.read()
+        if bad_loss or bad_grad:
+            what, step = ("the training loss", bad_loss) if bad_loss else ("the gradient norm", bad_grad)
+            keep = f"last good checkpoint: {self.last_good}" if self.last_good else "no checkpoint yet"
+            raise TrainingDiverged(f"step {step} (epoch {epoch}): {what} is not finite; training stopped ({keep})")
+        for i, v in enumerate((loss_sum, frames, correct)):
+            totals[i] += v
+        window.add(loss_sum, frames)
+        return loss_sum / max(frames, 1)
 
     def end_epoch(self, epoch: int, row: dict[str, Any], metrics: MetricsLog | None) -> None:
         """The epoch row in the metrics and the log, then the checkpoint (every learner's part)."""
@@ -201,21 +209,18 @@ class Trainer:
         return Progress(f"epoch {epoch}/{self.cfg.epochs}", total=total, unit=unit,
                         enabled=None if self.strategy.is_main else False)
 
-    def _show(self, bar: Progress, lr: float | None = None, loss_sum: float = 0.0, frames: int = 0,
-              rate: float = 0.0) -> None:
-        fields: dict[str, Any] = {} if lr is None else {"step": self.step, "lr": lr, "fps": f"{rate:.0f}"}
-        if frames:  # an empty step (a member waiting in lockstep) has no loss to show
-            fields["loss"] = loss_sum / frames
+    def _show(self, bar: Progress, lr: float | None = None, loss: float = 0.0, frames: float = 0.0,
+              seconds: float = 0.0) -> None:
+        """The bar: steps, or blocks handed out; the last loss read, and this learner's frames/s."""
+        fields: dict[str, Any] = {} if lr is None else {"step": self.step, "lr": lr,
+                                                         "fps": f"{frames / max(seconds, 1e-9):.0f}"}
+        if loss:
+            fields["loss"] = loss
         handed_out = self.strategy.blocks_handed_out()
         if handed_out is not None:
             bar.set_done(handed_out, **fields)
         elif lr is not None:
             bar.advance(1, **fields)
-
-    def _diverged(self, what: str, value: float, epoch: int) -> TrainingDiverged:
-        keep = f"last good checkpoint: {self.last_good}" if self.last_good else "no checkpoint yet"
-        return TrainingDiverged(f"step {self.step} (epoch {epoch}): {what} is {value}; "
-                                f"training stopped ({keep})")
 
     def _write_final(self) -> Path:
         meta = {"train_config": self.cfg.to_dict(), "epochs": self.cfg.epochs, "steps": self.step,

@@ -52,7 +52,7 @@ def test_every_frame_once_with_its_target(archive: tuple[Path, dict], prefetch: 
         batches = list(loader.epoch(epoch))
         assert frames_of(batches) == expected_frames(src)
         for x, y in batches:
-            assert x.dtype == torch.float32 and y.dtype == torch.int64
+            assert x.dtype == torch.float16 and y.dtype == torch.int64  # as stored: the step converts
             assert x.shape[1:] == (21, 7) and y.shape == x.shape[:2] and 1 <= len(x) <= 5
             assert (x[y == IGNORE_INDEX] == 0).all()
 

@@ -23,8 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jobs import Recorder, scenarios, tiny_config  # noqa: E402
 
 from asrtrain.data.archive import Archive  # noqa: E402
+from asrtrain.data.loader import real_frames  # noqa: E402
 from asrtrain.distributed.launch import launch_local  # noqa: E402
 from asrtrain.distributed.shm import SHM_DIR  # noqa: E402
+from asrtrain.train.device import DeviceBatch  # noqa: E402
 from asrtrain.train.trainer import Trainer  # noqa: E402
 
 HAVE_SHM = SHM_DIR.is_dir() and os.access(SHM_DIR, os.W_OK)
@@ -94,7 +96,7 @@ def test_ssgd_equals_one_learner_on_the_union_of_the_batches(runs, archives, tmp
         real = [r["batches"][s] for r in recs if r["batches"][s] is not None]
         x = torch.cat([torch.tensor(b[0]) for b in real])
         y = torch.cat([torch.tensor(b[1]) for b in real])
-        one.train_step(one.model, x, y, recs[0]["lrs"][s], epoch=1)
+        one.train_step(one.model, DeviceBatch(x, y, real_frames(y)), recs[0]["lrs"][s])
         ref = torch.cat([p.detach().reshape(-1) for p in one.model.parameters()])
         for r in recs:
             assert torch.allclose(torch.tensor(r["weights"][s]), ref, atol=1e-5, rtol=0), f"step {s} rank {r['rank']}"
