@@ -86,12 +86,22 @@ def raw_loop(cfg: ModelConfig, batch: int, steps: int, warmup: int, device: torc
 
 
 class StepClock(Hooks):
-    """Times the Trainer's steady state: from the end of step ``warmup`` to the end of step ``last``."""
+    """Times the Trainer's steady state: from the end of step ``warmup`` to the end of step ``last``.
 
-    def __init__(self, warmup: int, last: int, device: torch.device) -> None:
+    With ``profile`` it also runs torch.profiler over those steps and keeps the table.
+    """
+
+    def __init__(self, warmup: int, last: int, device: torch.device, profile: bool = False) -> None:
         self.warmup, self.last, self.device = warmup, last, device
         self.t0 = self.t1 = 0.0
         self.steps = 0
+        self.profiler: Any = None
+        self.table = ""
+        if profile:
+            acts = [torch.profiler.ProfilerActivity.CPU]
+            if device.type == "cuda":
+                acts.append(torch.profiler.ProfilerActivity.CUDA)
+            self.profiler = torch.profiler.profile(activities=acts)
 
     def after_step(self, trainer: Any, x: Any, y: Any, lr: float) -> None:
         self.steps += 1
@@ -99,12 +109,18 @@ class StepClock(Hooks):
             sync(self.device)
             if self.steps == self.warmup:
                 self.t0 = time.perf_counter()
+                if self.profiler is not None:
+                    self.profiler.start()
             else:
                 self.t1 = time.perf_counter()
+                if self.profiler is not None:
+                    self.profiler.stop()
+                    key = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
+                    self.table = self.profiler.key_averages().table(sort_by=key, row_limit=20)
 
 
 def trainer_loop(cfg: ModelConfig, batch: int, steps: int, warmup: int, device: torch.device,
-                 precision: str, root: Path, threads: int | None) -> float:
+                 precision: str, root: Path, threads: int | None, profile: bool = False) -> float:
     """Frames/s of ``Trainer.fit`` (single learner) at the same model and batch."""
     from asrtrain.data.synthetic import write_random_archive
     from asrtrain.train.config import TrainConfig
@@ -114,9 +130,11 @@ def trainer_loop(cfg: ModelConfig, batch: int, steps: int, warmup: int, device: 
     tcfg = TrainConfig(archive=archive, exp=root / f"exp{batch}", epochs=1, batch=batch, base_batch=batch,
                        lr=0.01, warmup_epochs=0, model=cfg, log_every=50, resume=False, precision=precision,
                        num_threads=threads, block_chunks=max(1024, batch), max_steps_per_epoch=steps + warmup)
-    clock = StepClock(warmup, steps + warmup, device)
+    clock = StepClock(warmup, steps + warmup, device, profile)
     train(tcfg, hooks=clock)
     archive.unlink()
+    if clock.table:
+        print(f"torch.profiler, Trainer steps {warmup + 1}-{steps + warmup} at batch {batch}:\n{clock.table}")
     return batch * 21 * steps / (clock.t1 - clock.t0)
 
 
@@ -141,6 +159,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--peak-tflops", type=float, default=None, help="override the device's peak")
+    ap.add_argument("--profile", action="store_true", help="print torch.profiler's table of the Trainer's steps")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
@@ -168,7 +187,7 @@ def main() -> None:
             for _ in range(args.repeats):
                 raws.append(raw_loop(cfg, batch, args.steps, args.warmup, device, dtype))
                 trainers.append(trainer_loop(cfg, batch, args.steps, args.warmup, device, args.precision or "auto",
-                                             Path(tmp), args.threads))
+                                             Path(tmp), args.threads, profile=args.profile and not trainers))
             raw, trn = statistics.median(raws), statistics.median(trainers)
             row = {"batch": batch, "raw_fps": round(raw), "trainer_fps": round(trn), "ratio": round(trn / raw, 3),
                    "ratios": [round(t / r, 3) for t, r in zip(trainers, raws, strict=True)],

@@ -30,10 +30,14 @@ from typing import Any
 import torch
 
 from asrtrain.core.errors import AsrtrainError
+from asrtrain.distributed.cuda_ipc import CudaSnapshots
 from asrtrain.distributed.groups import Groups
 from asrtrain.distributed.heartbeat import CHECK_S, POLL_S, Heartbeat, own_client
 from asrtrain.distributed.shm import SharedSnapshots
+from asrtrain.distributed.streams import DeviceOrder
 from asrtrain.distributed.topology import matching
+
+Done = tuple[torch.Tensor | None, Any]  # (the delta, or None for a round sat out; its CUDA event)
 
 
 def round_key(rank: int, rnd: int) -> str:
@@ -67,12 +71,12 @@ class Gossip:
         self.shared_rounds = 0  # of which through shared memory
         self.comm_s = 0.0
         self.error: BaseException | None = None
-        self._todo: queue.Queue[tuple[int, torch.Tensor] | None] = queue.Queue()
-        self._done: queue.Queue[torch.Tensor | None] = queue.Queue()
-        self._ready: torch.Tensor | None = None
-        self._has_ready = False
+        self._todo: queue.Queue[tuple[int, torch.Tensor, Any] | None] = queue.Queue()
+        self._done: queue.Queue[Done] = queue.Queue()
+        self._ready: Done | None = None
         self._stop = threading.Event()
         self._nccl = torch.distributed.get_backend() == "nccl"
+        self._order = DeviceOrder(params[0].device)
         self._buffers(transport)
         self._thread = threading.Thread(target=self._run, name=f"gossip-{self.layout.rank}", daemon=True)
         self._thread.start()
@@ -82,17 +86,21 @@ class Gossip:
 
         One round is in flight at a time and the compute thread applies a delta before
         it begins the next round, so each buffer has one user at a time. With
-        ``transport="auto"`` on CPUs the snapshot lives in shared memory, readable by
-        the learners of this host.
+        ``transport="auto"`` the snapshot is readable by the learners of this host: in
+        shared memory on CPUs, through CUDA IPC on GPUs under gloo (learners sharing
+        GPUs). Under NCCL partners exchange device to device through the group.
         """
         g = self.layout.group_size
         total = sum(p.numel() for p in self.params)
         self.shard = -(-total // g)  # H-ADPSGD: member j owns [j*shard, (j+1)*shard)
-        like = self.params[0]
-        self.shm: SharedSnapshots | None = None
-        if transport == "auto" and not self._nccl and like.device.type == "cpu":
-            lay = self.layout
-            self.shm = SharedSnapshots(self.store, lay.rank, lay.world_size, self.shard * g, like.dtype)
+        like, lay = self.params[0], self.layout
+        self.shm: SharedSnapshots | CudaSnapshots | None = None
+        if transport == "auto" and not self._nccl:
+            if like.device.type == "cpu":
+                self.shm = SharedSnapshots(self.store, lay.rank, lay.world_size, self.shard * g, like.dtype)
+            else:
+                self.shm = CudaSnapshots(self.store, lay.rank, lay.world_size, self.shard * g, like.dtype,
+                                         like.device)
             self._snap = self.shm.own
         else:
             self._snap = torch.zeros(self.shard * g, dtype=like.dtype, device=like.device)
@@ -121,23 +129,23 @@ class Gossip:
     def begin_round(self) -> int:
         """Snapshot the weights and hand round ``started`` to the thread; returns its number.
 
-        On the compute thread's critical path: one fused copy, nothing that waits.
+        On the compute thread's critical path: one fused copy (on the compute stream, before
+        the next step changes the weights), nothing that waits.
         """
         self.raise_error()
         rnd = self.started
         self.started += 1
         with torch.no_grad():
             torch._foreach_copy_(self._snap_views, self.params)
-        self._todo.put((rnd, self._snap))
+        self._todo.put((rnd, self._snap, self._order.mark()))
         return rnd
 
     def ready(self) -> bool:
-        """Whether the delta of the round in flight is available (never blocks)."""
+        """Whether the delta of the round in flight is available, on the device too (never blocks)."""
         self.raise_error()
-        if not self._has_ready and not self._done.empty():
+        if self._ready is None and not self._done.empty():
             self._ready = self._done.get_nowait()
-            self._has_ready = True
-        return self._has_ready
+        return self._ready is not None and self._order.finished(self._ready[1])
 
     def take_delta(self, wait: bool = False) -> None:
         """Add the finished round's delta to the weights (between two steps)."""
@@ -147,9 +155,11 @@ class Gossip:
                 time.sleep(POLL_S)
         if not self.ready():
             raise RuntimeError("take_delta called with no finished round")
-        delta, self._ready, self._has_ready = self._ready, None, False
+        assert self._ready is not None
+        (delta, event), self._ready = self._ready, None
         self.finished += 1
         if delta is not None:  # delta holds partner − snapshot: add half of it, in one fused pass
+            self._order.before_use(event)
             with torch.no_grad():
                 torch._foreach_add_(self.params, self._delta_views, alpha=0.5)
 
@@ -179,12 +189,14 @@ class Gossip:
             item = self._todo.get()
             if item is None:
                 return
-            rnd, snap = item
+            rnd, snap, taken = item
             try:
-                self._done.put(self._round(rnd, snap))
+                with self._order.after(taken):
+                    delta = self._round(rnd, snap, taken)
+                    self._done.put((delta, self._order.mark()))
             except BaseException as exc:  # noqa: BLE001 - handed to the compute thread
                 self.error = exc
-                self._done.put(None)
+                self._done.put((None, None))
                 return
 
     def _partner_rank(self, rnd: int) -> int | None:
@@ -208,10 +220,14 @@ class Gossip:
                 last_check = time.monotonic()
         self.store.delete_key(key)
 
-    def _round(self, rnd: int, snap: torch.Tensor) -> torch.Tensor | None:
+    def _round(self, rnd: int, snap: torch.Tensor, taken: Any) -> torch.Tensor | None:
+        """Partner − snapshot for round ``rnd`` (device work on the gossip stream, after ``taken``)."""
         partner = self._partner_rank(rnd)
         if partner is None:
             return None
+        shared = self.shm is not None and self.shm.shared_with(partner)
+        if shared:
+            self._order.host_wait(taken)  # the partner reads our snapshot from its own process
         self.store.set(round_key(self.layout.rank, rnd), "1")  # announce the round to the partner
         self._wait_partner(partner, round_key(partner, rnd))
         t0 = time.perf_counter()
@@ -219,9 +235,12 @@ class Gossip:
         j, size = self.layout.member, self.shard
         mine = snap if g == 1 else snap[j * size:(j + 1) * size]
         # _recv is _delta when g == 1: it ends as partner − snapshot (halved when applied)
-        if self.shm is not None and self.shm.shared_with(partner):
+        if shared:
+            assert self.shm is not None
             theirs = self.shm.peer(partner)
-            torch.sub(theirs if g == 1 else theirs[j * size:(j + 1) * size], mine, out=self._recv)
+            theirs = theirs if g == 1 else theirs[j * size:(j + 1) * size]
+            torch.sub(theirs.to(mine.device, non_blocking=True), mine, out=self._recv)
+            self._order.host_wait(self._order.mark())  # our read is done before the partner may write
             self.store.set(read_key(self.layout.rank, rnd), "1")  # the partner may overwrite its snapshot
             self._wait_partner(partner, read_key(partner, rnd))  # and so may this learner
             self.shared_rounds += 1
@@ -237,14 +256,22 @@ class Gossip:
         return delta
 
     def _exchange(self, tensor: torch.Tensor, out: torch.Tensor, partner: int) -> None:
-        """One symmetric send/receive with ``partner`` on the gossip group (into ``out``)."""
+        """One symmetric send/receive with ``partner`` on the gossip group (into ``out``).
+
+        NCCL sends device memory; gloo sends host memory, so a CUDA tensor under gloo
+        (learners sharing GPUs, a partner on another host) goes through a staged copy.
+        """
         import torch.distributed as dist
 
         group = self.groups.gossip
-        if self._nccl:
+        if self._nccl:  # on the gossip stream: NCCL orders its work after the calling thread's stream
             ops = [dist.P2POp(dist.isend, tensor, partner, group), dist.P2POp(dist.irecv, out, partner, group)]
             for work in dist.batch_isend_irecv(ops):
                 work.wait()
+        elif tensor.is_cuda:  # gloo sends host memory: stage through it (partners on other hosts)
+            staged = torch.empty_like(out, device="cpu")
+            self._exchange(tensor.cpu(), staged, partner)
+            out.copy_(staged)
         else:
             pending = (dist.isend(tensor, partner, group=group), dist.irecv(out, partner, group=group))
             for req in pending:

@@ -156,14 +156,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def choose_backend(backend: str) -> str:
-    """``auto``: NCCL when this worker has a GPU, gloo otherwise."""
+def choose_backend(backend: str, local_world_size: int = 1) -> str:
+    """``auto``: NCCL when every learner of this node has a GPU of its own, gloo otherwise.
+
+    NCCL refuses two ranks of one communicator on one GPU, so learners that share
+    GPUs (more learners than GPUs on a node) use gloo, with their tensors still on the
+    GPU: DDP's allreduce stages them, gossip goes through CUDA IPC between learners of
+    the host and a staged copy to other hosts.
+    """
     import torch
 
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if backend == "auto":
-        return "nccl" if torch.cuda.is_available() else "gloo"
-    if backend == "nccl" and not torch.cuda.is_available():
+        return "nccl" if gpus and local_world_size <= gpus else "gloo"
+    if backend == "nccl" and not gpus:
         raise ConfigError("--backend nccl needs a GPU; this worker has none")
+    if backend == "nccl" and local_world_size > gpus:
+        raise ConfigError(f"--backend nccl: {local_world_size} learners on this node share {gpus} GPU(s), "
+                          "and NCCL refuses two ranks on one GPU; use --backend gloo (or auto)")
     return backend
 
 
@@ -200,8 +210,8 @@ def init_worker(backend: str = "auto", timeout_s: float = 60.0,
                       WORLD_SIZE=str(place.world_size), LOCAL_RANK=str(place.local_rank),
                       LOCAL_WORLD_SIZE=str(place.local_world_size))
     set_threads(place.local_world_size)
-    name = choose_backend(backend)
-    if name == "nccl":
+    name = choose_backend(backend, place.local_world_size)
+    if torch.cuda.is_available():  # this learner's GPU (several learners may share one under gloo)
         torch.cuda.set_device(place.local_rank % torch.cuda.device_count())
     timeout = timedelta(seconds=timeout_s)
     store, _, _ = next(dist.rendezvous("env://", place.rank, place.world_size, timeout=timeout))

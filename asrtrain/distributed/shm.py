@@ -40,6 +40,13 @@ def host_id() -> str:
     return f"{socket.gethostname()}/{boot}"
 
 
+def gather(store: Any, prefix: str, world_size: int) -> list[bytes]:
+    """Every rank's value of ``prefix/<rank>``, once all have set theirs."""
+    keys = [f"{prefix}/{r}" for r in range(world_size)]
+    store.wait(keys)
+    return list(store.multi_get(keys))
+
+
 class _Segment:
     """One mapped file of ``/dev/shm`` seen as a flat tensor."""
 
@@ -110,9 +117,7 @@ class SharedSnapshots:
         return seg
 
     def _gather(self, store: Any, prefix: str) -> list[Any]:
-        keys = [f"{prefix}/{r}" for r in range(self.world_size)]
-        store.wait(keys)
-        return [json.loads(v) for v in store.multi_get(keys)]
+        return [json.loads(v) for v in gather(store, prefix, self.world_size)]
 
     @property
     def local_peers(self) -> list[int]:

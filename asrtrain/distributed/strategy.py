@@ -79,7 +79,13 @@ class DistributedStrategy(Strategy):
     # ----- what the loop asks ----------------------------------------------------------------
     @property
     def device(self) -> str:
-        return f"cuda:{self.place.local_rank % max(torch.cuda.device_count(), 1)}" if self.backend == "nccl" else "cpu"
+        """This learner's GPU when the node has any (shared by several learners under gloo), else the CPU."""
+        return f"cuda:{self.place.local_rank % torch.cuda.device_count()}" if torch.cuda.is_available() else "cpu"
+
+    @property
+    def control_device(self) -> str:
+        """Where the small agreement tensors live: the GPU for NCCL, the host for gloo (no staging)."""
+        return self.device if self.backend == "nccl" else "cpu"
 
     def wrap(self, model: nn.Module) -> nn.Module:
         """Same initial weights everywhere; DDP on the super-learner; start the gossip thread."""
@@ -94,7 +100,7 @@ class DistributedStrategy(Strategy):
         if self.layout.group_size > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
-            ids = [torch.device(self.device)] if self.backend == "nccl" else None
+            ids = [torch.device(self.device)] if self.device != "cpu" else None
             # Buffers (input normalisation) are equal already: broadcast above.
             net = DDP(model, device_ids=ids, process_group=self.groups.super, **_no_buffer_sync())
             self.ddp = net
@@ -116,7 +122,7 @@ class DistributedStrategy(Strategy):
         """The epoch's batches for this learner, with work sharing and lockstep members."""
         self._begin_epoch()
         queue = self._queue = WorkQueue(self._work_store, self.layout, self.groups.super,
-                                        loader.block_order(epoch), epoch, self.device)
+                                        loader.block_order(epoch), epoch, self.control_device)
         if self.layout.group_size == 1:
             for x, y in loader.epoch(epoch, blocks=queue.iter_blocks(), claim_late=True):
                 self.heartbeat.touch()
@@ -169,7 +175,7 @@ class DistributedStrategy(Strategy):
 
     def _ints(self, values: list[Any]) -> torch.Tensor:
         """A small int64 tensor where this backend's collectives want it (NCCL: the GPU)."""
-        return torch.tensor([int(v) for v in values], dtype=torch.int64, device=self.device)
+        return torch.tensor([int(v) for v in values], dtype=torch.int64, device=self.control_device)
 
     def _agree_shape(self, shape: tuple[int, int] | None) -> tuple[int, int]:
         """The (chunk, feature dim) of the batches, for a member that has seen none yet."""
@@ -282,7 +288,7 @@ class DistributedStrategy(Strategy):
     def all_sum(self, values: list[float]) -> list[float]:
         import torch.distributed as dist
 
-        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        t = torch.tensor(values, dtype=torch.float64, device=self.control_device)
         dist.all_reduce(t)
         return [float(v) for v in t.cpu()]
 
