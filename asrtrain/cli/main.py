@@ -36,7 +36,9 @@ class RootGroup(LazyGroup):
             return super().invoke(ctx)
         except AsrtrainError as exc:
             _reraise_if_verbose(ctx)
-            raise click.ClickException(one_line(exc)) from None
+            error = click.ClickException(one_line(exc))
+            error.exit_code = exc.exit_code  # type: ignore[misc]  # 75: requeue a preempted run
+            raise error from None
         except OSError as exc:
             _reraise_if_verbose(ctx)
             where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""

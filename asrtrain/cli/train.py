@@ -105,6 +105,11 @@ def _show(title: str, plan: dict[str, Any]) -> None:
               help="Cut every epoch after this many steps (smoke tests).")
 @click.option("--keep-checkpoints", type=click.IntRange(min=0), default=_t("keep_checkpoints"), show_default=True,
               help="Keep only the newest N epoch checkpoints (0: all).")
+@click.option("--save-every", "save_every_minutes", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Also checkpoint in the middle of an epoch every this many minutes (a preempted or "
+                   "killed job resumes from there).")
+@click.option("--save-every-steps", type=click.IntRange(min=1), default=None,
+              help="Also checkpoint in the middle of an epoch every this many steps (of the main learner).")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="single", show_default=True)
 @click.option("--group-size", type=click.IntRange(min=1), default=None,
               help="Learners per super-learner (h-adpsgd; default: one node).")
@@ -124,17 +129,26 @@ def _show(title: str, plan: dict[str, Any]) -> None:
               help="At each epoch's end, average all learners' weights for validation, the checkpoint "
                    "and final.pt (ADPSGD/H-ADPSGD). Without it each learner keeps its own weights and "
                    "rank 0's are validated and saved.")
+@click.option("--elastic/--no-elastic", default=_d("elastic"), show_default=True,
+              help="ADPSGD/H-ADPSGD: when a learner (or a super-learner) dies, the others re-form the ring "
+                   "and train on (with --nproc, or srun --kill-on-bad-exit=0).")
+@click.option("--min-learners", type=click.IntRange(min=1), default=None,
+              help="With --elastic: stop when fewer learners than this are left [half the job].")
 @click.option("--dry-run", is_flag=True, help="Print the plan and exit.")
 @click.pass_context
 def train(ctx: click.Context, archive: Path, exp: Path, model_config: Path | None, threads: int | None,
           strategy: str, group_size: int | None, topology: str, nproc: int, gossip_seed: int,
-          gossip_transport: str, backend: str, timeout_s: float, global_average: bool,
-          dry_run: bool, config: str | None, **options: Any) -> None:
+          gossip_transport: str, backend: str, timeout_s: float, global_average: bool, elastic: bool,
+          min_learners: int | None, dry_run: bool, config: str | None, **options: Any) -> None:
     """Train the BLSTM acoustic model on ARCHIVE into the experiment directory EXP.
 
     EXP gets config.yaml, log/, metrics.jsonl, checkpoints/epoch-N/ and final.pt.
     The learning rate starts at --lr, rises linearly over --warmup-epochs to
     --lr x --batch / --base-batch, then falls by --anneal per epoch.
+
+    Run again, it resumes from the newest checkpoint, also on another number of
+    learners. SIGTERM or SIGUSR1 make every learner finish its step, checkpoint and
+    exit with status 75, on which the cluster scripts requeue the job.
     """
     from asrtrain.core.runlog import command_run
     from asrtrain.distributed.launch import detect
@@ -143,7 +157,8 @@ def train(ctx: click.Context, archive: Path, exp: Path, model_config: Path | Non
     cfg = TrainConfig(archive=archive, exp=exp, model=model, num_threads=threads, **options)
     dist = DistConfig(strategy=strategy, group_size=group_size, topology=topology, nproc=nproc,
                       gossip_seed=gossip_seed, gossip_transport=gossip_transport, backend=backend,
-                      timeout_s=timeout_s, global_average=global_average)
+                      timeout_s=timeout_s, global_average=global_average, elastic=elastic,
+                      min_learners=min_learners)
     from asrtrain.train.run import plan, run
 
     if dry_run:

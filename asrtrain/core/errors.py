@@ -2,7 +2,8 @@
 
 Library code raises :class:`AsrtrainError` for anything a user can fix (a missing
 file, a malformed line, a dimension that does not match). The CLI prints
-``Error: <message>`` and exits 1, with the traceback only under ``-v``. Anything
+``Error: <message>`` and exits with the error's ``exit_code`` (1; 75 for a preempted
+run that should be requeued), with the traceback only under ``-v``. Anything
 else is a bug and keeps its traceback.
 """
 
@@ -13,6 +14,8 @@ import os
 
 class AsrtrainError(Exception):
     """A failure caused by the input or the environment, reported in one line."""
+
+    exit_code = 1
 
     def __init__(self, message: str, path: str | os.PathLike[str] | None = None) -> None:
         self.path = None if path is None else os.fspath(path)
@@ -25,6 +28,16 @@ class InputError(AsrtrainError):
 
 class ConfigError(AsrtrainError):
     """A configuration file or option combination that cannot be used."""
+
+
+class Preempted(AsrtrainError):
+    """Training stopped on SIGTERM/SIGUSR1 after a checkpoint: run the same command again to go on.
+
+    Its exit status (75, EX_TEMPFAIL: "try again later") is what the cluster job
+    scripts requeue on.
+    """
+
+    exit_code = 75
 
 
 def one_line(exc: BaseException) -> str:

@@ -89,7 +89,7 @@ def command_run(name: str, out: str | os.PathLike[str], params: dict[str, Any] |
         status = f"exit status {exc.code}"
         raise
     except BaseException as exc:
-        status = f"exit status 1 ({type(exc).__name__}: {exc})"
+        status = f"exit status {getattr(exc, 'exit_code', 1)} ({type(exc).__name__}: {exc})"
         raise
     finally:
         elapsed = time.time() - started

@@ -8,6 +8,12 @@ shuffled, then cut into batches of ``batch_size`` chunks; a batch never spans
 two blocks. Both shuffles come from ``(seed, epoch[, block])``, so every learner
 computes the same permutation alone and a resumed epoch repeats exactly.
 
+The unit of work is a :class:`Piece`: a block from a chunk of its shuffled order
+on (0 for a whole block; more for a block resumed in the middle of an epoch).
+:meth:`ChunkLoader.tagged` says with every batch which piece it came from and how
+far into the block it reaches, so whoever hands out the work knows exactly what
+was trained when a run stops.
+
 A background thread reads and converts the next batches while the model
 computes. The HDF5 file opens lazily in the process that reads it, so a loader
 made before ``fork`` (DataLoader workers, ``mp.spawn``) is safe.
@@ -20,6 +26,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,6 +39,19 @@ IGNORE_INDEX = -100
 
 Batch = tuple[Any, Any]
 _END = object()
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Block ``block`` (at position ``pos`` of the epoch's block order) from chunk ``start`` of its
+    shuffled order on. ``start`` > 0 only for a block resumed in the middle."""
+
+    pos: int
+    block: int
+    start: int = 0
+
+
+Tagged = tuple[Any, Any, Piece, int]  # x, y, the piece, the chunk of the block's order it reaches
 
 
 def real_frames(y: Any) -> int:
@@ -95,11 +115,17 @@ class ChunkLoader:
         return np.random.default_rng([self.seed, epoch, block, 1]).permutation(stop - start)
 
     # -- the data --------------------------------------------------------------------------
-    def epoch(self, epoch: int, blocks: Iterable[int] | None = None, claim_late: bool = False) -> Iterator[Batch]:
-        """Yield the batches of ``blocks`` (default: this learner's shard of the epoch).
+    def epoch(self, epoch: int, blocks: Iterable[int] | None = None) -> Iterator[Batch]:
+        """Yield the batches of ``blocks`` (default: this learner's shard of the epoch)."""
+        order = self.shard(epoch) if blocks is None else blocks
+        for x, y, _, _ in self.tagged(epoch, (Piece(i, int(b)) for i, b in enumerate(order))):
+            yield x, y
 
-        ``claim_late``: take the next block id from ``blocks`` only when at most one
-        batch is left waiting. Where taking an id is claiming work from a shared
+    def tagged(self, epoch: int, pieces: Iterable[Piece], claim_late: bool = False) -> Iterator[Tagged]:
+        """Yield ``(x, y, piece, end)`` for the batches of ``pieces``, ``end`` the chunk reached.
+
+        ``claim_late``: take the next piece from ``pieces`` only when at most one
+        batch is left waiting. Where taking a piece is claiming work from a shared
         counter, a slow learner must not hoard blocks in its prefetch queue that a
         fast one could be training on; the next block is still read while the last
         queued batch computes.
@@ -107,26 +133,30 @@ class ChunkLoader:
         if not self.archive.has_targets:
             raise ConfigError("archive has no targets (made without --ali); it can be decoded "
                               "but not trained on", self.archive.path)
-        order: Iterable[int] = self.shard(epoch) if blocks is None else blocks
         if self.prefetch <= 0:
-            yield from self._batches(epoch, order)
+            yield from self._batches(epoch, pieces)
             return
         buffer: queue.Queue[Any] = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
         if claim_late:
-            order = _when_drained(order, buffer, stop)
-        yield from _prefetched(self._batches(epoch, order), buffer, stop)
+            pieces = _when_drained(pieces, buffer, stop)
+        yield from _prefetched(self._batches(epoch, pieces), buffer, stop)
 
-    def _batches(self, epoch: int, blocks: Iterable[int]) -> Iterator[Batch]:
+    def block_length(self, block: int) -> int:
+        """Chunks in ``block``."""
+        start, stop = self.block_range(block)
+        return stop - start
+
+    def _batches(self, epoch: int, pieces: Iterable[Piece]) -> Iterator[Tagged]:
         import torch
 
         pin = torch.cuda.is_available() if self._pin is None else self._pin
-        for block in blocks:
-            start, stop = self.block_range(int(block))
+        for piece in pieces:
+            start, stop = self.block_range(piece.block)
             feats, targets = self.archive.read_chunks(start, stop)
             assert targets is not None
-            order = self.chunk_order(epoch, int(block))
-            for first in range(0, len(order), self.batch_size):
+            order = self.chunk_order(epoch, piece.block)
+            for first in range(piece.start, len(order), self.batch_size):
                 idx = order[first:first + self.batch_size]
                 # As stored (float16), gathered by numpy: the step converts on its device
                 # (half the bytes to pin and copy), and a torch op here would start a second
@@ -137,7 +167,7 @@ class ChunkLoader:
                 yt = torch.from_numpy(y)
                 if pin:
                     x, yt = x.pin_memory(), yt.pin_memory()
-                yield x, yt
+                yield x, yt, piece, first + len(idx)
 
     def __repr__(self) -> str:
         return (f"ChunkLoader({str(self.archive.path)!r}, batch_size={self.batch_size}, "
@@ -145,19 +175,19 @@ class ChunkLoader:
                 f"world_size={self.world_size})")
 
 
-def _when_drained(blocks: Iterable[int], buffer: queue.Queue[Any], stop: threading.Event,
-                  low: int = 1, poll_s: float = 0.001) -> Iterator[int]:
-    """``blocks``, each taken only once ``buffer`` holds at most ``low`` items (or on stop)."""
-    it = iter(blocks)
+def _when_drained(pieces: Iterable[Piece], buffer: queue.Queue[Any], stop: threading.Event,
+                  low: int = 1, poll_s: float = 0.001) -> Iterator[Piece]:
+    """``pieces``, each taken only once ``buffer`` holds at most ``low`` items (or on stop)."""
+    it = iter(pieces)
     while True:
         while buffer.qsize() > low and not stop.is_set():
             time.sleep(poll_s)
         if stop.is_set():
             return
-        block = next(it, None)
-        if block is None:
+        piece = next(it, None)
+        if piece is None:
             return
-        yield block
+        yield piece
 
 
 def _prefetched(items: Iterator[Any], buffer: queue.Queue[Any], stop: threading.Event) -> Iterator[Any]:

@@ -32,7 +32,9 @@ class DistConfig:
     validation and the checkpoint. ``reshuffle_every``: rounds between redraws of
     the randomized ring. ``gossip_transport``: ``auto`` exchanges snapshots through
     shared memory between learners of one host (on CPUs) and through the gossip
-    process group otherwise; ``group`` always uses the process group.
+    process group otherwise; ``group`` always uses the process group. ``elastic``:
+    under ADPSGD and H-ADPSGD the survivors of a dead learner (or super-learner)
+    train on while at least ``min_learners`` are left (default: half the job).
     """
 
     strategy: str
@@ -47,6 +49,8 @@ class DistConfig:
     global_average: bool = True
     reshuffle_every: int = 4
     gossip_transport: str = "auto"
+    elastic: bool = False
+    min_learners: int | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -70,6 +74,11 @@ class DistConfig:
             raise ConfigError(f"straggler factor must be at least 1, got {self.straggler_factor}")
         if self.reshuffle_every < 1:
             raise ConfigError(f"reshuffle_every must be at least 1, got {self.reshuffle_every}")
+        if self.elastic and self.strategy in ("single", "ssgd"):
+            raise ConfigError(f"--elastic needs a decentralized strategy (adpsgd, h-adpsgd): under "
+                              f"{self.strategy} every step needs every learner")
+        if self.min_learners is not None and self.min_learners < 1:
+            raise ConfigError(f"--min-learners must be at least 1, got {self.min_learners}")
 
     @property
     def distributed(self) -> bool:

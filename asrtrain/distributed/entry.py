@@ -16,8 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from asrtrain.core.errors import AsrtrainError, ConfigError
+from asrtrain.distributed import signals
 from asrtrain.distributed.config import DistConfig
-from asrtrain.distributed.launch import Placement, detect, init_worker, launch_local
+from asrtrain.distributed.launch import Placement, detect, init_worker
+from asrtrain.distributed.local import launch_local
 from asrtrain.distributed.logs import LogSpec, learner_logging
 
 log = logging.getLogger("asrtrain.distributed")
@@ -38,13 +40,14 @@ def run_job(fn: Callable[..., Any], dist_cfg: DistConfig, *args: Any, seed: int 
                               "for several")
         return _single(fn, args)
     if dist_cfg.nproc > 1 and place is None:
-        results = launch_local(dist_cfg.nproc, _worker, (fn, dist_cfg, args, seed, logs),
-                               run_id=f"asrtrain-{os.getpid()}")
-        return results.get(0)
+        results = launch_local(dist_cfg.nproc, _learner, (fn, dist_cfg, args, seed, logs),
+                               run_id=f"asrtrain-{os.getpid()}", elastic=dist_cfg.elastic,
+                               timeout_s=dist_cfg.timeout_s)
+        return results.get(min(results)) if results else None
     if place is None:
         raise AsrtrainError(f"--strategy {dist_cfg.strategy} needs several learners: give --nproc N "
                             "or start the job with torchrun, mpiexec or srun")
-    return _worker(fn, dist_cfg, args, seed, logs)
+    return _learner(fn, dist_cfg, args, seed, logs)
 
 
 def _single(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -52,30 +55,19 @@ def _single(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
     strategy = Strategy()
     try:
-        return fn(strategy, *args)
+        with signals.caught():
+            return fn(strategy, *args)
     finally:
         strategy.close()
 
 
-def _worker(fn: Callable[..., Any], dist_cfg: DistConfig, args: tuple[Any, ...], seed: int,
-            logs: LogSpec | None = None) -> Any:
-    """One learner: join the job, build the strategy, run ``fn``, leave cleanly.
-
-    Under the elastic launcher an exception is recorded for the agent, so the
-    parent's error names the rank and the message.
-    """
-    if os.environ.get("TORCHELASTIC_ERROR_FILE"):
-        from torch.distributed.elastic.multiprocessing.errors import record
-
-        return record(_learner)(fn, dist_cfg, args, seed, logs)
-    return _learner(fn, dist_cfg, args, seed, logs)
-
-
 def _learner(fn: Callable[..., Any], dist_cfg: DistConfig, args: tuple[Any, ...], seed: int,
              logs: LogSpec | None = None) -> Any:
-    place, store = init_worker(dist_cfg.backend, dist_cfg.timeout_s)
-    with learner_logging(logs, place.rank):
-        return _learn(fn, dist_cfg, args, seed, place, store)
+    """One learner: join the job, build the strategy, run ``fn``, leave cleanly."""
+    with signals.caught():
+        place, store = init_worker(dist_cfg.backend, dist_cfg.timeout_s)
+        with learner_logging(logs, place.rank):
+            return _learn(fn, dist_cfg, args, seed, place, store)
 
 
 def _learn(fn: Callable[..., Any], dist_cfg: DistConfig, args: tuple[Any, ...], seed: int,

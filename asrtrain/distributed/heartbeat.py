@@ -19,6 +19,7 @@ from asrtrain.core.errors import AsrtrainError
 
 POLL_S = 0.002
 HEARTBEAT_S = 1.0
+WATCH_S = 0.1  # watched keys (an open checkpoint) are read this often
 CHECK_S = 0.5  # how often a waiting learner looks at the others' heartbeats
 
 
@@ -45,6 +46,7 @@ class Heartbeat:
         self.store.add(f"hb/{rank}", 1)
         self._touched = time.monotonic()
         self.free = True
+        self.watched: dict[str, bytes | None] = {}  # keys read at every beat (no store trip on the step path)
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{rank}", daemon=True)
         self._thread.start()
 
@@ -52,11 +54,21 @@ class Heartbeat:
         """The compute thread made progress (a step, a poll in a wait)."""
         self._touched = time.monotonic()
 
+    def watch(self, key: str) -> None:
+        """Read ``key`` at every beat into :attr:`watched` (``None`` while it does not exist)."""
+        self.watched.setdefault(key, None)
+
     def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
-            if not self.free and time.monotonic() - self._touched > self.timeout_s / 2:
-                continue
+        next_beat = time.monotonic() + HEARTBEAT_S
+        while not self._stop.wait(WATCH_S if self.watched else HEARTBEAT_S):
             try:
+                for key in list(self.watched):
+                    self.watched[key] = self.store.get(key) if self.store.check([key]) else None
+                if time.monotonic() < next_beat:
+                    continue
+                next_beat = time.monotonic() + HEARTBEAT_S
+                if not self.free and time.monotonic() - self._touched > self.timeout_s / 2:
+                    continue
                 self.store.add(f"hb/{self.rank}", 1)
             except Exception:  # noqa: BLE001 - the store is gone: the job is ending
                 return

@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import re
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from asrtrain.core.errors import AsrtrainError, ConfigError
+from asrtrain.core.errors import ConfigError
 
 DEFAULT_PORT = 29517
 
@@ -111,7 +111,7 @@ def detect(env: Mapping[str, str] | None = None) -> Placement | None:
     if "RANK" in env and "WORLD_SIZE" in env:
         rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
         return Placement(rank, world, _int(env, "LOCAL_RANK", rank), _int(env, "LOCAL_WORLD_SIZE", world),
-                         addr, _port(env), "torchrun")
+                         addr, _port(env), env.get("ASRTRAIN_LAUNCHER", "torchrun"))
     if "OMPI_COMM_WORLD_RANK" in env:
         rank, world = _int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_SIZE")
         return Placement(rank, world, _int(env, "OMPI_COMM_WORLD_LOCAL_RANK", rank),
@@ -219,39 +219,3 @@ def init_worker(backend: str = "auto", timeout_s: float = 60.0,
     dist.init_process_group(name, store=dist.PrefixStore("default_pg", store), rank=place.rank,
                             world_size=place.world_size, timeout=timeout)
     return place, dist.PrefixStore("asrtrain", store)
-
-
-def launch_local(nproc: int, fn: Callable[..., Any], args: tuple[Any, ...], run_id: str = "asrtrain",
-                 max_restarts: int = 0) -> dict[int, Any]:
-    """Run ``fn(*args)`` in ``nproc`` local workers via torch's elastic launcher.
-
-    Returns each rank's return value; a worker that fails stops the others and
-    raises an :class:`AsrtrainError` naming the rank(s) and their error.
-    """
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=run_id,
-                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=max_restarts,
-                          monitor_interval=0.2, start_method="spawn")
-    try:
-        return dict(elastic_launch(config, fn)(*args))
-    except ChildFailedError as exc:
-        raise AsrtrainError(describe_failures(exc.failures)) from None
-
-
-def describe_failures(failures: Mapping[int, Any]) -> str:
-    """One line naming every failed rank with its exit code or error message."""
-    parts = []
-    for rank, failure in sorted(failures.items()):
-        msg = ""
-        try:
-            msg = failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
-        except Exception:  # noqa: BLE001 - a failure record without a message
-            msg = ""
-        if not msg or msg.startswith("To enable traceback"):
-            msg = "the process died" if failure.exitcode not in (None, 1) else ""
-        first = (msg or "").strip().splitlines()[-1:] or [""]
-        code = f"exit code {failure.exitcode}" if failure.exitcode is not None else "failed"
-        parts.append(f"learner rank {rank} {code}" + (f": {first[0]}" if first[0] else ""))
-    return "; ".join(parts) if parts else "a learner failed"

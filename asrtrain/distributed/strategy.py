@@ -5,33 +5,31 @@ on the super-learner's group); super-learners gossip with one ring neighbour per
 round in a background thread (:mod:`asrtrain.distributed.gossip`); blocks come from
 a shared counter (:mod:`asrtrain.distributed.worksharing`).
 
-The members of a super-learner step in lockstep. :meth:`DistributedStrategy.batches`
-keeps them there: before each step they agree (one small allreduce) on whether each
-has a batch, their total of real frames (the loss denominator) and whether each has
-the gossip delta in hand (applied by all at this step, so they stay identical). A
-member whose block ran out while the others' have not takes an empty step (all
-frames ignored: zero gradient), so no data is dropped; when all are out they claim
-the next blocks together, and stop together when none is left.
+The members of a super-learner step in lockstep (:mod:`asrtrain.distributed.lockstep`).
+Mid-epoch checkpoints are a meeting of all learners at their own step boundaries
+(:mod:`asrtrain.distributed.pause`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
 from asrtrain.data.loader import IGNORE_INDEX, real_frames
+from asrtrain.distributed import signals
 from asrtrain.distributed.base import Batches, Strategy
 from asrtrain.distributed.config import DistConfig
 from asrtrain.distributed.gossip import Gossip
 from asrtrain.distributed.groups import Layout, make_groups, resolve_group_size
 from asrtrain.distributed.heartbeat import Heartbeat, own_client, wait_for_count
 from asrtrain.distributed.launch import Placement
-from asrtrain.distributed.worksharing import WorkQueue
+from asrtrain.distributed.lockstep import Lockstep
+from asrtrain.distributed.pause import PauseAgreement
+from asrtrain.distributed.worksharing import Hand
 
 log = logging.getLogger("asrtrain.distributed")
 
@@ -74,7 +72,11 @@ class DistributedStrategy(Strategy):
         self._own_weights = False  # resumed with each learner's own weights
         self._barriers = 0
         self._work_store = own_client(store)  # claims happen in the loader's prefetch thread
-        self._queue: WorkQueue | None = None
+        self.pauses = PauseAgreement(store, self.rank, self.world_size, self.heartbeat)
+        self._pause_after_step = 0  # members of a super-learner: the checkpoint agreed before this step
+        lay = self.layout
+        self.lockstep = Lockstep(self.groups.super, lay.group_size, lay.member, lay.ranks_of(lay.super_id)[0],
+                                 self.control_device)
 
     # ----- what the loop asks ----------------------------------------------------------------
     @property
@@ -102,7 +104,12 @@ class DistributedStrategy(Strategy):
 
             ids = [torch.device(self.device)] if self.device != "cpu" else None
             # Buffers (input normalisation) are equal already: broadcast above.
-            net = DDP(model, device_ids=ids, process_group=self.groups.super, **_no_buffer_sync())
+            # find_unused_parameters keeps DDP from rebuilding its buckets in the order the
+            # first step's gradients became ready: a job resumed in the middle of an epoch
+            # then sums each gradient element in the same order as the job it continues
+            # (with more than 2 learners the order changes the float sum), so SSGD resumes bit for bit.
+            net = DDP(model, device_ids=ids, process_group=self.groups.super, find_unused_parameters=True,
+                      **_no_buffer_sync())
             self.ddp = net
         if self.layout.num_super > 1:
             if self.backend == "nccl":
@@ -118,32 +125,33 @@ class DistributedStrategy(Strategy):
                 self._set_rounds(self._resume_rounds)
         return net
 
+    def work_store(self) -> Any:
+        """The job's store (its own client: claims happen in the loader's prefetch thread)."""
+        return self._work_store
+
     def batches(self, loader: Any, epoch: int) -> Batches:
         """The epoch's batches for this learner, with work sharing and lockstep members."""
-        self._begin_epoch()
-        queue = self._queue = WorkQueue(self._work_store, self.layout, self.groups.super,
-                                        loader.block_order(epoch), epoch, self.control_device)
-        if self.layout.group_size == 1:
-            for x, y in loader.epoch(epoch, blocks=queue.iter_blocks(), claim_late=True):
-                self.heartbeat.touch()
-                yield x, y
-            self.stats["blocks"] = len(queue.claimed)
+        if self.hand is None or self.hand.work.epoch != epoch:
+            self._begin_epoch()
+        hand = self.hand_for(loader, epoch)
+        if self.layout.group_size > 1:
+            yield from self._lockstep(loader, epoch, hand)
             return
-        yield from self._lockstep(loader, epoch, queue)
-        self.stats["blocks"] = len(queue.claimed)
+        for x, y, piece, end in loader.tagged(epoch, hand.feed(), claim_late=True):
+            self.heartbeat.touch()
+            hand.served(piece, end)
+            yield x, y
 
     def blocks_handed_out(self) -> int | None:
         """Blocks of this epoch claimed by all super-learners, as of this learner's last claim.
 
         Known from the claims themselves: no store round trip on the step's path.
         """
-        return 0 if self._queue is None else self._queue.handed_out
+        return 0 if self.hand is None else self.hand.work.handed_out
 
-    def _lockstep(self, loader: Any, epoch: int, queue: WorkQueue) -> Batches:
-        import torch.distributed as dist
-
-        g = self.layout.group_size
-        it: Iterator[Any] | None = None
+    def _lockstep(self, loader: Any, epoch: int, hand: Hand) -> Batches:
+        """Batches of the members in step: an empty one for a member out of work, all stop together."""
+        it: Any = iter(loader.tagged(epoch, list(hand.pieces))) if hand.pieces else None
         shape: tuple[int, int] | None = None
         while True:
             self.heartbeat.touch()
@@ -151,39 +159,30 @@ class DistributedStrategy(Strategy):
             if item is not None:
                 shape = (int(item[0].shape[1]), int(item[0].shape[2]))
             ready = self.gossip is not None and self.gossip.busy and self.gossip.ready()
-            agree = self._ints([item is not None, 0 if item is None else real_frames(item[1]), ready])
-            dist.all_reduce(agree, group=self.groups.super)
-            have, frames, n_ready = (int(v) for v in agree.cpu())
-            if have == 0:
-                block = queue.claim()
-                any_block = self._ints([block is not None])
-                dist.all_reduce(any_block, group=self.groups.super)
-                if int(any_block[0]) == 0:
+            agreed = self.lockstep.agree(item is not None, 0 if item is None else real_frames(item[1]), ready,
+                                         self.pauses.pending() or 0)
+            if agreed.have == 0:
+                piece, any_piece = self.lockstep.claim(hand.work)
+                if not any_piece:
                     return
-                it = iter(loader.epoch(epoch, blocks=[block])) if block is not None else None
+                if piece is not None:
+                    hand.take(piece)
+                it = iter(loader.tagged(epoch, [piece])) if piece is not None else None
                 continue
-            if have < g:
-                shape = self._agree_shape(shape)
+            if agreed.have < self.layout.group_size:
+                shape = self.lockstep.shape(shape)
+            self._denominator = max(agreed.frames, 1) / self.layout.group_size
+            self._apply_now = agreed.ready == self.layout.group_size
+            self._pause_after_step = agreed.pause
             if item is None:
                 assert shape is not None
-                item = (torch.zeros((1, *shape), dtype=torch.float32),
-                        torch.full((1, shape[0]), IGNORE_INDEX, dtype=torch.int64))
                 self.empty_steps += 1
-            self._denominator = max(frames, 1) / g
-            self._apply_now = n_ready == g
-            yield item
-
-    def _ints(self, values: list[Any]) -> torch.Tensor:
-        """A small int64 tensor where this backend's collectives want it (NCCL: the GPU)."""
-        return torch.tensor([int(v) for v in values], dtype=torch.int64, device=self.control_device)
-
-    def _agree_shape(self, shape: tuple[int, int] | None) -> tuple[int, int]:
-        """The (chunk, feature dim) of the batches, for a member that has seen none yet."""
-        import torch.distributed as dist
-
-        t = self._ints(list(shape or (0, 0)))
-        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.groups.super)
-        return int(t[0]), int(t[1])
+                hand.served(None)
+                yield (torch.zeros((1, *shape), dtype=torch.float16),
+                       torch.full((1, shape[0]), IGNORE_INDEX, dtype=torch.int64))
+            else:
+                hand.served(item[2], item[3])
+                yield item[0], item[1]
 
     def loss_denominator(self, local_frames: int) -> float:
         """The super-learner's real frames over the group size that DDP's mean divides by.
@@ -201,7 +200,8 @@ class DistributedStrategy(Strategy):
         return value
 
     def after_step(self, model: nn.Module, step: int) -> None:
-        """Straggler emulation, then hand the gossip thread the new weights."""
+        """The hand moves on, straggler emulation, then hand the gossip thread the new weights."""
+        super().after_step(model, step)
         self._straggle()
         self.steps += 1
         self.epoch_steps += 1
@@ -225,15 +225,68 @@ class DistributedStrategy(Strategy):
             time.sleep((self.cfg.straggler_factor - 1.0) * (now - self._last_t))
         self._last_t = time.perf_counter()
 
+    def pause_wanted(self, want: bool) -> bool:
+        """Ask for a checkpoint if wanted (or on a signal); whether this learner pauses now.
+
+        Members of a super-learner pause at the step they agreed on before it.
+        """
+        stop = signals.requested() is not None
+        if want or stop:
+            self.pauses.request(stop)
+        if self.layout.group_size > 1:
+            return self._pause_after_step > 0
+        return self.pauses.pending() is not None
+
+    def pause(self, model: nn.Module, step: int) -> int | None:
+        """Join the open checkpoint: wait for all, drain gossip to the agreed round.
+
+        Returns the main learner's step, or ``None`` if the checkpoint was called off.
+        """
+        ident = self.pauses.pending() if self.layout.group_size == 1 else self._pause_after_step
+        self._pause_after_step = 0
+        if self.hand is not None:
+            self.hand.pause()
+        if not ident:
+            return None
+        rounds = 0 if self.gossip is None else self.gossip.started
+        joined = self.pauses.join(ident, rounds, step, meanwhile=self._keep_gossiping)
+        if joined is None:
+            log.info("rank %d: checkpoint %d called off (a learner reached the end of the epoch)", self.rank, ident)
+            return None
+        last, main_step = joined
+        self._run_gossip_to(last)
+        return main_step
+
+    def decide_stop(self, name: str) -> bool:
+        return self.pauses.decide(name)
+
+    def stops(self, name: str) -> bool:
+        return self.pauses.decision(name)
+
+    def _keep_gossiping(self) -> None:
+        """While waiting for the others: serve partners' rounds (a super-learner of one only)."""
+        gossip = self.gossip
+        if gossip is None:
+            return
+        gossip.raise_error()
+        if gossip.busy and gossip.ready() and self.layout.group_size == 1:
+            gossip.take_delta()
+
+    def _run_gossip_to(self, last: int) -> None:
+        """Begin rounds up to ``last`` (the most any learner began) and apply every one."""
+        if self.gossip is None:
+            return
+        while self.gossip.started < last:
+            self.gossip.drain()
+            self.gossip.begin_round()
+        self.gossip.drain()
+
     def end_epoch(self, model: nn.Module, epoch: int) -> None:
         """Agree on the last gossip round, run exactly to it, then average all weights."""
+        super().end_epoch(model, epoch)
         self._last_t = None
         if self.gossip is not None:
-            last = self._agree_last_round(epoch)
-            while self.gossip.started < last:
-                self.gossip.drain()
-                self.gossip.begin_round()
-            self.gossip.drain()
+            self._run_gossip_to(self._agree_last_round(epoch))
             self.stats.update(rounds=self.gossip.started, exchanged=self.gossip.exchanged,
                               shared_memory=self.gossip.shared_rounds, gossip_s=round(self.gossip.comm_s, 3))
         if self.cfg.global_average and self.layout.num_super > 1:
@@ -252,15 +305,14 @@ class DistributedStrategy(Strategy):
         gossip = self.gossip
         assert gossip is not None
 
-        def keep_gossiping() -> None:
-            gossip.raise_error()
-            if gossip.busy and gossip.ready() and self.layout.group_size == 1:
-                gossip.take_delta()
+        def meanwhile() -> None:
+            self._keep_gossiping()
+            self.pauses.cancel_open()  # an open checkpoint: this learner will not join it
 
         self.store.set(f"ep/{epoch}/rounds/{self.rank}", str(gossip.started))
         done_key = f"ep/{epoch}/done"
         self.store.add(done_key, 1)
-        wait_for_count(self.store, done_key, self.world_size, self.heartbeat, meanwhile=keep_gossiping)
+        wait_for_count(self.store, done_key, self.world_size, self.heartbeat, meanwhile=meanwhile)
         keys = [f"ep/{epoch}/rounds/{r}" for r in range(self.world_size)]
         return max(int(v) for v in self.store.multi_get(keys))
 
@@ -308,10 +360,12 @@ class DistributedStrategy(Strategy):
         """Whether every learner holds the same weights at an epoch's end (else each saves its own)."""
         return self.layout.num_super == 1 or self.cfg.global_average
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, mid_epoch: bool = False) -> dict[str, Any]:
+        """Steps, gossip rounds, and whether learners' weights differ (mid-epoch: whenever there is gossip)."""
+        differ = not self.weights_agree or (mid_epoch and self.layout.num_super > 1)
         return {"strategy": self.name, "world_size": self.world_size, "group_size": self.layout.group_size,
                 "steps": self.steps, "rounds": 0 if self.gossip is None else self.gossip.started,
-                "own_weights": not self.weights_agree}
+                "own_weights": differ}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Steps and gossip rounds of a checkpoint of the same job shape (checked by the restore)."""

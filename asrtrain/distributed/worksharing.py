@@ -1,65 +1,130 @@
-"""Work sharing: blocks of chunks handed out from a shared counter.
+"""Work sharing: the epoch's blocks handed out from a shared store, and what each learner holds.
 
 The epoch's blocks are taken in the loader's seeded order (the same for every
-learner: :meth:`asrtrain.data.loader.ChunkLoader.block_order`), and position ``i``
-of that order goes to whoever increments the counter
-``ws/<epoch>`` (the c10d store's atomic ``add``) past ``i``. A fast super-learner
-therefore does more of the epoch, nobody waits on a straggler, and the epoch ends
-when the blocks run out. The members of a super-learner claim together: member 0
-takes ``group_size`` positions at once and broadcasts the first on the
-super-learner's group, member ``j`` trains on position ``first + j``. With one
-super-learner (SSGD) that is exactly the epoch split evenly.
+learner: :meth:`asrtrain.data.loader.ChunkLoader.block_order`). Position ``i`` of
+that order goes to whoever increments the counter ``ws/<epoch>/next`` (the c10d
+store's atomic ``add``) past ``i``: a fast super-learner does more of the epoch,
+nobody waits on a straggler, and the epoch ends when every block is done. Pieces
+handed out again (what a stopped run had in hand, what a dead learner had not
+finished) are taken first, each by the one learner whose ``add`` on its key comes
+first. The members of a super-learner claim together: member 0 takes
+``group_size`` pieces and broadcasts them on the super-learner's group.
+
+:class:`Hand` is one learner's side: the pieces it was given and has not finished,
+in order, the first one trained up to a known chunk. A run stopped at a step
+boundary therefore knows exactly what is done, what is half done and what was
+claimed but not started, so a resumed epoch trains every chunk once.
 """
 
 from __future__ import annotations
 
+import json
+from collections import deque
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict, replace
 from typing import Any
 
-from asrtrain.distributed.groups import Layout
+from asrtrain.data.loader import Piece
 
 
-class WorkQueue:
-    """The blocks of one epoch, claimed from the store by the super-learners."""
+class EpochWork:
+    """One epoch's work in the store: a counter of new positions, pieces handed out again, pieces done."""
 
-    def __init__(self, store: Any, layout: Layout, super_group: Any, order: Sequence[int], epoch: int,
-                 device: str = "cpu") -> None:
-        self.store, self.layout, self.super_group = store, layout, super_group
-        self.order = list(order)
+    def __init__(self, store: Any, epoch: int, order: Sequence[int]) -> None:
+        self.store, self.epoch = store, epoch
+        self.order = [int(b) for b in order]
         self.num_blocks = len(self.order)
-        self.device = device  # where the broadcast's tensor lives (NCCL: the GPU)
         self.key = f"ws/{epoch}"
-        self.claimed: list[int] = []
-        self.handed_out = 0  # the counter as of this learner's last claim (all learners' blocks)
+        self._cursor = 0  # entries of the again-list this learner has seen taken
+        self.handed_out = 0  # positions handed out to all learners, as of this learner's last claim
 
-    def claim(self) -> int | None:
-        """This member's next block id, or ``None`` when its position is past the end.
-
-        With ``group_size`` > 1 this is a collective on the super-learner's group
-        (every member must call it at the same time).
-        """
-        g = self.layout.group_size
-        if g == 1:
-            pos = int(self.store.add(self.key, 1)) - 1
-            self.handed_out = min(pos + 1, self.num_blocks)
-        else:
-            import torch
-            import torch.distributed as dist
-
-            first = torch.zeros(1, dtype=torch.int64, device=self.device)
-            if self.layout.member == 0:
-                first[0] = int(self.store.add(self.key, g)) - g
-            dist.broadcast(first, src=self.layout.ranks_of(self.layout.super_id)[0], group=self.super_group)
-            pos = int(first.cpu()[0]) + self.layout.member
-            self.handed_out = min(pos - self.layout.member + g, self.num_blocks)
+    def claim(self) -> Piece | None:
+        """The next piece for this learner: one handed out again first, then a new position."""
+        again = int(self.store.add(f"{self.key}/again", 0))
+        while self._cursor < again:
+            k, self._cursor = self._cursor, self._cursor + 1
+            if int(self.store.add(f"{self.key}/again/{k}/taken", 1)) == 1:
+                return Piece(**json.loads(self.store.get(f"{self.key}/again/{k}")))
+        pos = int(self.store.add(f"{self.key}/next", 1)) - 1
+        self.handed_out = min(pos + 1, self.num_blocks)
         if pos >= self.num_blocks:
             return None
-        block = int(self.order[pos])
-        self.claimed.append(block)
-        return block
+        return Piece(pos, self.order[pos])
 
-    def iter_blocks(self) -> Iterator[int]:
-        """Blocks one after another (``group_size`` 1 only: no collective involved)."""
-        assert self.layout.group_size == 1, "members of a super-learner claim in lockstep"
-        while (block := self.claim()) is not None:
-            yield block
+    def finish(self, piece: Piece) -> None:
+        """``piece`` is trained to the end of its block."""
+        self.store.set(f"{self.key}/fin/{piece.pos}", "1")
+        self.store.add(f"{self.key}/done", 1)
+
+    def done(self) -> int:
+        """Positions of the epoch trained to the end, by all learners."""
+        return int(self.store.add(f"{self.key}/done", 0))
+
+    def hand_again(self, pieces: Sequence[Piece]) -> None:
+        """Put ``pieces`` on the again-list (one learner at a time appends: the main one)."""
+        n = int(self.store.add(f"{self.key}/again", 0))
+        for k, piece in enumerate(pieces, n):
+            self.store.set(f"{self.key}/again/{k}", json.dumps(asdict(piece)))
+        self.store.add(f"{self.key}/again", len(pieces))
+
+    def snapshot(self) -> dict[str, Any]:
+        """The store's side of the epoch (read while every learner is paused)."""
+        n = int(self.store.add(f"{self.key}/again", 0))
+        open_again = [json.loads(self.store.get(f"{self.key}/again/{k}")) for k in range(n)
+                      if int(self.store.add(f"{self.key}/again/{k}/taken", 0)) == 0]
+        return {"epoch": self.epoch, "next": min(int(self.store.add(f"{self.key}/next", 0)), self.num_blocks),
+                "done": self.done(), "again": open_again}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Set the store's side of a fresh epoch from :meth:`snapshot` (the main learner, before any claim)."""
+        self.store.add(f"{self.key}/next", int(state["next"]))
+        self.store.add(f"{self.key}/done", int(state["done"]))
+        self.hand_again([Piece(**p) for p in state["again"]])
+
+
+class Hand:
+    """The pieces one learner was given and has not finished, in order; the first one is in progress.
+
+    Progress is counted at steps, not at batches served: a consumer that looks one
+    batch ahead (a device prefetch) must not make a batch count as trained.
+    """
+
+    def __init__(self, work: EpochWork, block_length: Any, pieces: Sequence[Piece] = ()) -> None:
+        self.work = work
+        self.block_length = block_length
+        self.pieces: list[Piece] = list(pieces)
+        self.finished = 0  # pieces this learner finished this epoch
+        self._served: deque[tuple[Piece, int] | None] = deque()
+
+    def feed(self) -> Iterator[Piece]:
+        """Pieces for the loader: those in hand first (resumed), then new claims, kept in hand."""
+        yield from list(self.pieces)
+        while (piece := self.work.claim()) is not None:
+            self.pieces.append(piece)
+            yield piece
+
+    def take(self, piece: Piece) -> None:
+        """A piece given from outside (a super-learner's member 0 claimed it for this member)."""
+        self.pieces.append(piece)
+
+    def served(self, piece: Piece | None, end: int = 0) -> None:
+        """A batch went to the loop (``None``: an empty lockstep step); it counts once its step is done."""
+        self._served.append(None if piece is None else (piece, end))
+
+    def stepped(self) -> None:
+        """The oldest served batch was trained: move the piece on, or finish it."""
+        item = self._served.popleft() if self._served else None
+        if item is None:
+            return
+        piece, end = item
+        assert self.pieces and self.pieces[0].pos == piece.pos, "pieces are trained in the order served"
+        if end >= self.block_length(piece.block):
+            self.work.finish(self.pieces.pop(0))
+            self.finished += 1
+        else:
+            self.pieces[0] = replace(self.pieces[0], start=end)
+
+    def pause(self) -> list[Piece]:
+        """Forget batches served but not trained (they are served again); returns the pieces in hand."""
+        self._served.clear()
+        return list(self.pieces)

@@ -59,12 +59,25 @@ def save_final(path: str | Path, model: BLSTM, priors: Any, layout: list[dict[st
         "state_dict": state,
         "priors": pri,
         "layout": [dict(item) for item in layout],
-        "meta": dict(extra or {}),
+        "meta": _plain(dict(extra or {})),
     }
     path = Path(path)
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
     return path
+
+
+def _plain(value: Any) -> Any:
+    """Values as plain Python (numpy scalars and arrays to lists) for a weights-only file."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
 
 
 def load_final(path: str | Path) -> FinalModel:

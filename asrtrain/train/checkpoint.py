@@ -1,4 +1,5 @@
-"""Checkpoints: ``EXP/checkpoints/epoch-N/`` holds the exact state after N epochs.
+"""Checkpoints: ``EXP/checkpoints/epoch-N/`` holds the exact state after N epochs,
+``epoch-N.step-S/`` the state in the middle of epoch N, at the main learner's step S.
 
 A checkpoint directory is written under a temporary name and renamed when all
 its files are complete (:func:`asrtrain.core.atomic.atomic_path`), so a run
@@ -12,12 +13,15 @@ A checkpoint of several learners also holds ``learner-<R>.pt`` for every rank
 R: that learner's optimizer state, RNG states, strategy state and step (and its
 weights when learners' weights differ). Each learner writes its file atomically
 into a hidden staging directory (:func:`save_learner_state`); the main learner
-moves all of them into the checkpoint before its rename, so an ``epoch-N``
-directory exists only with every learner's file in it (:func:`save_epoch`).
+moves all of them into the checkpoint before its rename, so a checkpoint
+directory exists only with every learner's file in it (:func:`save`).
 
-:func:`restore` is the loop's resume step: it loads the last complete checkpoint
-into this learner's model, optimizer, RNG and strategy, after checking that the
-model and the number of learners are those of the checkpoint.
+A mid-epoch checkpoint also holds, for every learner, the epoch's work in its hand
+(the piece in progress with the chunk reached, the pieces claimed and not started)
+and its running totals, and on the main learner the store's side of the epoch (the
+counters, the pieces handed out again): an exact resume trains every chunk once.
+Only the newest mid-epoch checkpoint is kept, and none once its epoch is complete.
+:mod:`asrtrain.train.resume` reads checkpoints back, on the same number of learners or not.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import random
 import re
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +39,13 @@ import numpy as np
 import torch
 
 from asrtrain.core.atomic import atomic_path, is_temporary
-from asrtrain.core.errors import AsrtrainError, ConfigError, InputError
+from asrtrain.core.errors import AsrtrainError, InputError
 from asrtrain.distributed.base import Strategy
 
 log = logging.getLogger("asrtrain.train.checkpoint")
 
 FILES = ("model.pt", "optimizer.pt", "trainer.pt")
-_NAME = re.compile(r"^epoch-(\d+)$")
+_NAME = re.compile(r"^epoch-(\d+)(?:\.step-(\d+))?$")
 # Test hook: ``SECONDS`` or ``EPOCH:SECONDS`` to sleep between writing model.pt and
 # optimizer.pt (of every checkpoint, or of that epoch's), so a test can SIGKILL the
 # process while a checkpoint is half written.
@@ -55,6 +58,23 @@ def _test_pause(epoch: int) -> float:
         return 0.0
     when, _, seconds = spec.rpartition(":")
     return float(seconds) if not when or int(when) == epoch else 0.0
+
+
+class SaveClock:
+    """When the main learner asks for a mid-epoch checkpoint: every so many minutes and/or steps."""
+
+    def __init__(self, minutes: float | None, steps: int | None) -> None:
+        self.minutes, self.steps = minutes, steps
+        self.reset(0)
+
+    def reset(self, step: int) -> None:
+        """A checkpoint was just written at ``step``."""
+        self._since, self._step = time.monotonic(), step
+
+    def due(self, step: int) -> bool:
+        if self.steps and step - self._step >= self.steps:
+            return True
+        return bool(self.minutes) and time.monotonic() - self._since >= 60.0 * float(self.minutes or 0)
 
 
 def checkpoint_dir(exp: Path) -> Path:
@@ -86,54 +106,66 @@ def learner_file(rank: int) -> str:
     return f"learner-{rank}.pt"
 
 
-def staging_dir(exp: Path, epoch: int) -> Path:
-    """Where learners leave their files for epoch ``epoch`` (a temporary name: resume removes it)."""
-    return checkpoint_dir(exp) / f".epoch-{epoch}.tmp-learners"
+def checkpoint_name(epochs_done: int, mid_epoch_step: int | None = None) -> str:
+    """``epoch-N`` after N epochs; ``epoch-(N+1).step-S`` in the middle of the next one."""
+    return f"epoch-{epochs_done}" if mid_epoch_step is None else f"epoch-{epochs_done + 1}.step-{mid_epoch_step}"
 
 
-def save_learner_state(exp: Path, epoch: int, rank: int, state: dict[str, Any]) -> Path:
+def _key(name: str) -> tuple[int, int, int] | None:
+    """Order of checkpoints: (epochs done, in the middle of the next one, step)."""
+    match = _NAME.match(name)
+    if not match:
+        return None
+    epoch, step = int(match.group(1)), match.group(2)
+    return (epoch, 0, 0) if step is None else (epoch - 1, 1, int(step))
+
+
+def staging_dir(exp: Path, name: str) -> Path:
+    """Where learners leave their files for checkpoint ``name`` (a temporary name: resume removes it)."""
+    return checkpoint_dir(exp) / f".{name}.tmp-learners"
+
+
+def save_learner_state(exp: Path, name: str, rank: int, state: dict[str, Any]) -> Path:
     """Write this learner's state (plus its RNG states) atomically into the staging directory."""
-    stage = staging_dir(exp, epoch)
+    stage = staging_dir(exp, name)
     stage.mkdir(parents=True, exist_ok=True)
     path = stage / learner_file(rank)
     with atomic_path(path) as tmp:
-        torch.save({**state, "rank": rank, "epoch": epoch, "rng": rng_state()}, tmp)
+        torch.save({**state, "rank": rank, "checkpoint": name, "rng": rng_state()}, tmp)
     return path
 
 
-def _collect_learners(exp: Path, epoch: int, learners: int, into: Path) -> None:
+def _collect_learners(exp: Path, name: str, learners: int, into: Path) -> None:
     """Move every learner's staged file into the checkpoint being written."""
-    stage = staging_dir(exp, epoch)
+    stage = staging_dir(exp, name)
     missing = [r for r in range(learners) if not (stage / learner_file(r)).is_file()]
     if missing:
-        raise AsrtrainError(f"epoch {epoch} checkpoint: no state from learner rank(s) "
+        raise AsrtrainError(f"checkpoint {name}: no state from learner rank(s) "
                             f"{', '.join(map(str, missing))}", stage)
     for r in range(learners):
         os.replace(stage / learner_file(r), into / learner_file(r))
 
 
-def save_checkpoint(exp: Path, epoch: int, model: torch.nn.Module,
-                    optimizer: torch.optim.Optimizer, trainer_state: dict[str, Any],
-                    learners: int = 1) -> Path:
-    """Write ``checkpoints/epoch-<epoch>/`` atomically and return its path.
+def save_checkpoint(exp: Path, name: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    trainer_state: dict[str, Any], learners: int = 1) -> Path:
+    """Write ``checkpoints/<name>/`` atomically and return its path.
 
     With ``learners`` > 1 every learner's staged file must be there already
     (:func:`save_learner_state`); they move in before the directory gets its name.
     """
-    final = checkpoint_dir(exp) / f"epoch-{epoch}"
+    final = checkpoint_dir(exp) / name
     with atomic_path(final) as tmp:
         tmp.mkdir(parents=True)
         torch.save(model.state_dict(), tmp / "model.pt")
-        pause = _test_pause(epoch)
+        pause = _test_pause(trainer_state.get("epoch", 0)) if trainer_state.get("mid_epoch") is None else 0.0
         if pause > 0:
             time.sleep(pause)
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save({**trainer_state, "epoch": epoch, "learners": learners, "rng": rng_state()},
-                   tmp / "trainer.pt")
+        torch.save({**trainer_state, "learners": learners, "rng": rng_state()}, tmp / "trainer.pt")
         if learners > 1:
-            _collect_learners(exp, epoch, learners, tmp)
+            _collect_learners(exp, name, learners, tmp)
     if learners > 1:
-        shutil.rmtree(staging_dir(exp, epoch), ignore_errors=True)
+        shutil.rmtree(staging_dir(exp, name), ignore_errors=True)
     log.info("checkpoint %s written", final)
     return final
 
@@ -167,22 +199,27 @@ def clean_temporaries(exp: Path) -> int:
     return removed
 
 
-def list_checkpoints(exp: Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints as (epoch, path), oldest first."""
+def all_checkpoints(exp: Path) -> list[tuple[tuple[int, int, int], Path]]:
+    """Every complete checkpoint directory (epoch ends and mid-epoch) as (order key, path), oldest first."""
     root = checkpoint_dir(exp)
     if not root.is_dir():
         return []
     found = []
     for entry in root.iterdir():
-        match = _NAME.match(entry.name)
-        if match and entry.is_dir() and all((entry / f).is_file() for f in FILES):
-            found.append((int(match.group(1)), entry))
+        key = _key(entry.name)
+        if key is not None and entry.is_dir() and all((entry / f).is_file() for f in FILES):
+            found.append((key, entry))
     return sorted(found)
 
 
+def list_checkpoints(exp: Path) -> list[tuple[int, Path]]:
+    """Epoch-end checkpoints as (epochs done, path), oldest first."""
+    return [(key[0], path) for key, path in all_checkpoints(exp) if key[1] == 0]
+
+
 def last_checkpoint(exp: Path) -> Path | None:
-    """The checkpoint of the latest complete epoch, or None."""
-    found = list_checkpoints(exp)
+    """The newest checkpoint (an epoch's end, or later in the middle of the next epoch), or None."""
+    found = all_checkpoints(exp)
     return found[-1][1] if found else None
 
 
@@ -205,87 +242,51 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
 
 
 def prune_checkpoints(exp: Path, keep: int) -> list[Path]:
-    """Delete all but the newest ``keep`` complete checkpoints (0: keep all); return the deleted."""
-    if keep <= 0:
-        return []
-    old = [path for _, path in list_checkpoints(exp)[:-keep]]
+    """Delete mid-epoch checkpoints older than the newest checkpoint, and all but the newest ``keep``
+    epoch checkpoints (0: keep all); return the deleted."""
+    found = all_checkpoints(exp)
+    old = [path for key, path in found[:-1] if key[1] == 1]
+    if keep > 0:
+        old += [path for _, path in list_checkpoints(exp)[:-keep]]
     for path in old:
         shutil.rmtree(path)
     return old
 
 
-def save_epoch(exp: Path, epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-               strategy: Strategy, trainer_state: dict[str, Any], keep: int = 0) -> Path | None:
-    """Checkpoint the end of ``epoch`` on every learner; returns its path on the main learner.
+def save(exp: Path, name: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer, strategy: Strategy,
+         trainer_state: dict[str, Any], own: dict[str, Any], keep: int = 0) -> tuple[Path | None, bool]:
+    """Checkpoint ``name`` on every learner; returns its path (main learner) and whether the job stops.
 
-    Each learner of several stages its own state (optimizer, RNG, strategy, step, and
-    its weights where learners' weights differ); the main learner then seals the
-    checkpoint with all of them and prunes to the newest ``keep``.
+    ``trainer_state``: the main learner's view (step, config, history, epoch,
+    mid_epoch); ``own``: what this learner alone knows besides its optimizer, RNG and
+    strategy (mid-epoch: its work and running totals). Each learner of several
+    stages its own file (with its weights where learners' weights differ); the main
+    learner seals the checkpoint with all of them, prunes, and decides whether the
+    job stops here (a preemption); every learner then reads that decision.
     """
+    mid_epoch = trainer_state.get("mid_epoch") is not None
+    strategy_state = strategy.state_dict(mid_epoch=mid_epoch)
     if strategy.world_size > 1:
-        own: dict[str, Any] = {"optimizer": optimizer.state_dict(), "step": trainer_state["step"],
-                               "strategy": strategy.state_dict(), "world_size": strategy.world_size}
-        if not strategy.weights_agree:
-            own["model"] = model.state_dict()
-        save_learner_state(exp, epoch, strategy.rank, own)
+        mine: dict[str, Any] = {"optimizer": optimizer.state_dict(), "step": trainer_state["step"],
+                                "strategy": strategy_state, "world_size": strategy.world_size, **own}
+        if strategy_state["own_weights"]:
+            mine["model"] = model.state_dict()
+        save_learner_state(exp, name, strategy.rank, mine)
         strategy.barrier()
     path = None
     if strategy.is_main:
-        path = save_checkpoint(exp, epoch, model, optimizer, {**trainer_state, "strategy": strategy.state_dict()},
+        path = save_checkpoint(exp, name, model, optimizer, {**trainer_state, **own, "strategy": strategy_state},
                                learners=strategy.world_size)
         prune_checkpoints(exp, keep)
+        strategy.decide_stop(name)
     strategy.barrier()
-    return path
-
-
-@dataclass(frozen=True)
-class Restored:
-    """Where a resumed run starts: the checkpoint, this learner's step, the epochs done, the history."""
-
-    path: Path
-    step: int
-    epochs_done: int
-    history: list[dict[str, Any]]
-
-
-def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, strategy: Strategy,
-            model_config: dict[str, Any], device: torch.device | str = "cpu") -> Restored | None:
-    """Load the last complete checkpoint of ``exp`` into this learner; ``None`` when there is none.
-
-    A checkpoint of another model, or of another number of learners, is a clear error.
-    """
-    if strategy.is_main:
-        clean_temporaries(exp)
-    path = last_checkpoint(exp)
-    if path is None:
-        return None
-    state = load_checkpoint(path, map_location=device)
-    trainer = state["trainer"]
-    saved_model = trainer.get("config", {}).get("model")
-    if saved_model is not None and saved_model != model_config:
-        raise ConfigError(f"the checkpoint's model {saved_model} differs from the one asked for "
-                          f"{model_config}; use a new EXP or --no-resume", path)
-    learners = int(trainer.get("learners", trainer.get("strategy", {}).get("world_size", 1)))
-    if learners != strategy.world_size:
-        raise ConfigError(f"the checkpoint was written by {learners} learner(s) and this job has "
-                          f"{strategy.world_size}: resume with {learners}, or start over with --no-resume", path)
-    own = dict(trainer, model=state["model"], optimizer=state["optimizer"])
-    if learners > 1 and "learners" in trainer:
-        own.update(load_learner_state(path, strategy.rank))
-    elif learners > 1:  # written before learners kept their own state
-        log.warning("%s holds the main learner's optimizer state only: every learner resumes with it", path)
-    model.load_state_dict(own["model"])
-    optimizer.load_state_dict(own["optimizer"])
-    set_rng_state(own["rng"])
-    strategy.load_state_dict(own.get("strategy", {}))
-    log.info("resuming from %s (epoch %d done, step %d)", path, trainer["epoch"], own["step"])
-    return Restored(path, int(own["step"]), int(trainer["epoch"]), list(trainer.get("history", [])))
+    return path, strategy.stops(name)
 
 
 def forget_earlier_run(exp: Path) -> None:
     """``--no-resume`` starts over: an earlier run's checkpoints must not be resumed later."""
     clean_temporaries(exp)
-    old = list_checkpoints(exp)
+    old = all_checkpoints(exp)
     for _, path in old:
         shutil.rmtree(path)
     if old:

@@ -63,6 +63,8 @@ class TrainConfig:
     valid_batch: int = 256           # chunks per held-out batch
     max_steps_per_epoch: int | None = None  # cut epochs short (smoke tests, benchmarks)
     keep_checkpoints: int = 0        # keep only the newest N checkpoints (0: keep all)
+    save_every_minutes: float | None = None  # a mid-epoch checkpoint this often (wall clock)
+    save_every_steps: int | None = None      # and/or every this many steps of the main learner
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "archive", Path(self.archive))
@@ -90,6 +92,10 @@ class TrainConfig:
             (self.max_steps_per_epoch is None or self.max_steps_per_epoch >= 1,
              "max_steps_per_epoch must be at least 1"),
             (self.keep_checkpoints >= 0, f"keep_checkpoints must be >= 0, got {self.keep_checkpoints}"),
+            (self.save_every_minutes is None or self.save_every_minutes > 0,
+             f"--save-every must be a positive number of minutes, got {self.save_every_minutes}"),
+            (self.save_every_steps is None or self.save_every_steps >= 1,
+             f"--save-every-steps must be at least 1, got {self.save_every_steps}"),
         ]
         for ok, message in checks:
             if not ok:

@@ -4,8 +4,8 @@ Step rows (``"kind": "step"``): step, epoch, lr, mean training loss over the
 last K steps, real (unpadded) frames per second of this learner (:class:`StepWindow`). Epoch rows
 (``"kind": "epoch"``): the epoch's training loss and frame accuracy summed over
 all learners, the held-out loss and frame accuracy, the learning rate and the
-wall time. On resume the rows after the resumed epoch (written by the killed
-run) are dropped, so the file reads as if the run had never stopped.
+wall time. On resume the rows after the checkpoint (written by the killed run)
+are dropped, so the file reads as if the run had never stopped.
 """
 
 from __future__ import annotations
@@ -18,15 +18,16 @@ from typing import Any
 
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import InputError
+from asrtrain.core.progress import Progress
 
 
 class MetricsLog:
     """Appends rows to ``metrics.jsonl`` (flushed per row: readable while training)."""
 
-    def __init__(self, path: Path, resume_epoch: int | None = None) -> None:
+    def __init__(self, path: Path, resume_epoch: int | None = None, resume_step: int | None = None) -> None:
         self.path = Path(path)
         rows = read_metrics(self.path) if resume_epoch is not None and self.path.exists() else []
-        kept = [r for r in rows if _row_epoch(r) <= (resume_epoch or 0)]
+        kept = [r for r in rows if _kept(r, resume_epoch or 0, resume_step)]
         write_text(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
         self._handle = open(self.path, "a", encoding="utf-8")
 
@@ -44,6 +45,40 @@ class MetricsLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class EpochBar:
+    """The epoch's progress bar: steps, or under work sharing the blocks handed out to all learners.
+
+    Shown by the main learner; the others log its line at the interval only.
+    """
+
+    def __init__(self, strategy: Any, epoch: int, epochs: int, steps: int, num_blocks: int) -> None:
+        self.strategy = strategy
+        shared = strategy.blocks_handed_out() is not None
+        total, unit = (num_blocks, " blocks") if shared else (steps, " steps")
+        self.bar = Progress(f"epoch {epoch}/{epochs}", total=total, unit=unit,
+                            enabled=None if strategy.is_main else False)
+
+    def __enter__(self) -> EpochBar:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.__exit__(*exc)
+
+    def show(self, step: int, lr: float | None = None, loss: float = 0.0, frames: float = 0.0,
+             seconds: float = 0.0) -> None:
+        """After a step (``lr`` given): the step, the rate, the last loss read and this learner's frames/s."""
+        fields: dict[str, Any] = {} if lr is None else {"step": step, "lr": lr,
+                                                         "fps": f"{frames / max(seconds, 1e-9):.0f}"}
+        if loss:
+            fields["loss"] = loss
+        handed_out = self.strategy.blocks_handed_out()
+        if handed_out is not None:
+            self.bar.set_done(handed_out, **fields)
+        elif lr is not None:
+            self.bar.advance(1, **fields)
 
 
 class StepWindow:
@@ -86,9 +121,11 @@ def epoch_summary(row: dict[str, Any]) -> str:
             f"{row['seconds']:.1f} s, step {row['step']}")
 
 
-def _row_epoch(row: dict[str, Any]) -> int:
-    """Epoch rows belong to their epoch; a step row of epoch e belongs to the run of epoch e."""
-    return int(row.get("epoch", 0))
+def _kept(row: dict[str, Any], epochs_done: int, step: int | None) -> bool:
+    """Rows written before the checkpoint a run resumes from: epochs done, and steps up to its step."""
+    if row.get("kind") != "epoch" and step is not None and "step" in row:
+        return int(row["step"]) <= step
+    return int(row.get("epoch", 0)) <= epochs_done
 
 
 def _plain(value: Any) -> Any:

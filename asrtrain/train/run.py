@@ -18,9 +18,9 @@ from asrtrain.distributed.base import Strategy
 from asrtrain.distributed.config import DistConfig
 from asrtrain.distributed.entry import layout_plan, run_job
 from asrtrain.distributed.logs import parent_spec
-from asrtrain.train.checkpoint import last_checkpoint
 from asrtrain.train.config import TrainConfig
 from asrtrain.train.hooks import Hooks
+from asrtrain.train.resume import describe
 from asrtrain.train.schedule import LRSchedule
 from asrtrain.train.trainer import TrainResult, train
 from asrtrain.train.validate import archive_dims, open_archive
@@ -47,7 +47,6 @@ def plan(cfg: TrainConfig, dist_cfg: DistConfig) -> dict[str, Any]:
     archive = open_archive(cfg.archive, "training")
     resolved = cfg.with_archive_dims(*archive_dims(archive))
     m = resolved.model
-    resume = last_checkpoint(cfg.exp) if cfg.resume else None
     out: dict[str, Any] = {
         "archive": str(cfg.archive), "chunks": archive.num_chunks,
         "frames": sum(u[3] for u in archive.utterances), "valid": str(cfg.valid),
@@ -64,6 +63,6 @@ def plan(cfg: TrainConfig, dist_cfg: DistConfig) -> dict[str, Any]:
         "super_learner_batch": per * size, "steps/epoch": math.ceil(archive.num_chunks / cfg.batch),
         "epochs": cfg.epochs, "peak lr": schedule.peak_lr,
         "lr by epoch": ", ".join(f"{v:.4g}" for v in schedule.table(cfg.epochs)),
-        "resume from": str(resume) if resume else "none",
+        "resume from": describe(cfg.exp, world, dist_cfg.strategy, size) if cfg.resume else "no (--no-resume)",
     })
     return out

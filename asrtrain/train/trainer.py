@@ -2,16 +2,18 @@
 
 Read :meth:`Trainer.fit` top to bottom. An epoch: batches from the strategy → one
 step each (logits → summed frame cross-entropy over the real frames → divided by the
-strategy's denominator → backward → clipping → SGD → the strategy's after-step) →
-the strategy's end of epoch (agree on the end, average weights) → held-out
-evaluation (:mod:`asrtrain.train.validate`) → the epoch row (:mod:`asrtrain.train.metrics`)
-→ the checkpoint (:mod:`asrtrain.train.checkpoint`). The strategy is the only thing
+strategy's denominator → backward → clipping → SGD → the strategy's after-step),
+pausing at a step boundary for a mid-epoch checkpoint when one is due → the
+strategy's end of epoch (agree on the end, average weights) → held-out evaluation
+(:mod:`asrtrain.train.validate`) → the epoch row (:mod:`asrtrain.train.metrics`) →
+the checkpoint (:mod:`asrtrain.train.checkpoint`). The strategy is the only thing
 that differs between one learner and many; the loop never asks which it has.
 
 The step never waits for the device: its figures stay there (:mod:`asrtrain.train.device`)
 and are read every ``log_every`` steps and at the epoch's end. A non-finite loss or
 gradient then stops the run with an error naming the first step where it happened;
-the last complete checkpoint stays as it was.
+the last complete checkpoint stays as it was. A preemption (SIGTERM, SIGUSR1) makes
+every learner finish its step, checkpoint, and stop with :class:`Preempted`.
 """
 
 from __future__ import annotations
@@ -26,8 +28,7 @@ from typing import Any
 
 import torch
 
-from asrtrain.core.errors import AsrtrainError
-from asrtrain.core.progress import Progress
+from asrtrain.core.errors import AsrtrainError, Preempted
 from asrtrain.data.loader import ChunkLoader
 from asrtrain.distributed.base import Strategy
 from asrtrain.model.blstm import BLSTM
@@ -36,7 +37,8 @@ from asrtrain.train import checkpoint
 from asrtrain.train.config import TrainConfig
 from asrtrain.train.device import DeviceBatch, StepFigures, ahead
 from asrtrain.train.hooks import Hooks
-from asrtrain.train.metrics import MetricsLog, StepWindow, epoch_row, epoch_summary
+from asrtrain.train.metrics import EpochBar, MetricsLog, StepWindow, epoch_row, epoch_summary
+from asrtrain.train.resume import restore
 from asrtrain.train.schedule import LRSchedule
 from asrtrain.train.step import autocast, autocast_dtype, frame_loss
 from asrtrain.train.validate import (
@@ -79,6 +81,7 @@ class Trainer:
         self.device = torch.device(self.strategy.device)
         self.dtype = autocast_dtype(self.cfg.precision, self.device)
         self.schedule = LRSchedule.from_config(self.cfg)
+        self.saves = checkpoint.SaveClock(self.cfg.save_every_minutes, self.cfg.save_every_steps)
         torch.manual_seed(self.cfg.seed)  # identical initial weights on every learner
         self.model = BLSTM(self.cfg.model)
         self.model.set_normalization(self.archive.mean, self.archive.var)
@@ -95,40 +98,41 @@ class Trainer:
         self.step, self.start_epoch = 0, 1
         self.history: list[dict[str, Any]] = []
         self.last_good: Path | None = None
+        self._resumed_totals: list[float] | None = None  # a mid-epoch checkpoint's running totals
         self._restore()
 
     def _restore(self) -> None:
-        """Continue from the last checkpoint (``resume``), or clear an earlier run's."""
+        """Continue from the newest checkpoint (``resume``), or clear an earlier run's."""
         if not self.cfg.resume:
             if self.strategy.is_main:
                 checkpoint.forget_earlier_run(self.cfg.exp)
             return
-        done = checkpoint.restore(self.cfg.exp, self.model, self.optimizer, self.strategy,
-                                  self.cfg.model.to_dict(), self.device)
+        done = restore(self.cfg.exp, self.model, self.optimizer, self.strategy, self.cfg.model.to_dict(),
+                       self.device)
         if done is not None:
             self.step, self.start_epoch = done.step, done.epochs_done + 1
-            self.history, self.last_good = done.history, done.path
+            self.history, self.last_good, self._resumed_totals = done.history, done.path, done.totals
 
     # ----- the loop ------------------------------------------------------------------------
     def fit(self, hooks: Hooks | None = None) -> TrainResult:
         """Run the remaining epochs; the main learner writes metrics, checkpoints and ``final.pt``."""
         cfg, strategy, hooks = self.cfg, self.strategy, hooks or Hooks()
-        metrics = MetricsLog(cfg.exp / "metrics.jsonl", resume_epoch=self.start_epoch - 1) if strategy.is_main else None
+        metrics = MetricsLog(cfg.exp / "metrics.jsonl", resume_epoch=self.start_epoch - 1,
+                             resume_step=self.step) if strategy.is_main else None
         net = strategy.wrap(self.model)
         self.model.train()
         hooks.start(self)
         try:
             for epoch in range(self.start_epoch, cfg.epochs + 1):
-                started = time.perf_counter()
-                totals = self.train_epoch(net, epoch, metrics, hooks)
+                *totals, seconds = self.train_epoch(net, epoch, metrics, hooks)
                 strategy.end_epoch(self.model, epoch)
                 if self.valid is not None:
                     totals += held_out(self.model, self.valid, strategy, cfg.valid_batch, self.device, self.dtype)
                 sums = strategy.all_sum(totals)
-                row = epoch_row(epoch, self.step, self.schedule.lr(epoch), sums, time.perf_counter() - started)
+                row = epoch_row(epoch, self.step, self.schedule.lr(epoch), sums[:4], seconds)
                 if self.valid is not None:
                     row.update(held_out_row(sums[4:]))
-                self.end_epoch(epoch, row, metrics)
+                self.end_epoch(epoch, row, metrics, stop_after=epoch < cfg.epochs)
                 hooks.end_epoch(self, row)
             final = self._write_final() if strategy.is_main else None
         finally:
@@ -139,25 +143,37 @@ class Trainer:
 
     def train_epoch(self, net: torch.nn.Module, epoch: int, metrics: MetricsLog | None,
                     hooks: Hooks) -> list[float]:
-        """Every batch the strategy serves this learner; returns its [loss, frames, correct, steps]."""
-        totals = [0.0, 0.0, 0.0, 0.0]
-        window, t0, shown = StepWindow(), time.perf_counter(), 0.0
-        with self._progress(epoch) as bar, contextlib.closing(self.strategy.batches(self.loader, epoch)) as batches:
-            for batch in ahead(batches, self.device):
-                lr = self.schedule.lr(epoch, totals[3] * self.cfg.batch / max(self.archive.num_chunks, 1))
-                hooks.before_step(self, self.step + 1)
-                self.train_step(net, batch, lr)
-                hooks.after_step(self, batch.x, batch.y, lr)
-                totals[3] += 1
-                if self.step % self.cfg.log_every == 0:
-                    shown = self._read_figures(epoch, totals, window)
-                    if metrics is not None:
-                        metrics.write("step", **window.row(self.step, epoch, lr))
-                self._show(bar, lr, shown, totals[1] + self.figures.frames, time.perf_counter() - t0)
-                if self.cfg.max_steps_per_epoch and totals[3] >= self.cfg.max_steps_per_epoch:
+        """Every batch the strategy serves this learner; returns [loss, frames, correct, steps, seconds]."""
+        totals, self._resumed_totals = self._resumed_totals or [0.0] * 5, None
+        window, started, shown = StepWindow(), time.perf_counter() - totals[4], 0.0
+        steps = math.ceil(self.archive.num_chunks / self.cfg.batch)
+        with EpochBar(self.strategy, epoch, self.cfg.epochs, min(steps, self.cfg.max_steps_per_epoch or steps),
+                      self.loader.num_blocks) as bar:
+            while True:  # until the epoch's work is done; a pause for a checkpoint goes round again
+                paused = False
+                with contextlib.closing(self.strategy.batches(self.loader, epoch)) as batches:
+                    for batch in ahead(batches, self.device):
+                        lr = self.schedule.lr(epoch, totals[3] * self.cfg.batch / max(self.archive.num_chunks, 1))
+                        hooks.before_step(self, self.step + 1)
+                        self.train_step(net, batch, lr)
+                        hooks.after_step(self, batch.x, batch.y, lr)
+                        totals[3] += 1
+                        if self.step % self.cfg.log_every == 0:
+                            shown = self._read_figures(epoch, totals, window)
+                            if metrics is not None:
+                                metrics.write("step", **window.row(self.step, epoch, lr))
+                        bar.show(self.step, lr, shown, totals[1] + self.figures.frames, time.perf_counter() - started)
+                        if self.strategy.pause_wanted(self.strategy.is_main and self.saves.due(self.step)):
+                            paused = True
+                            break
+                        if self.cfg.max_steps_per_epoch and totals[3] >= self.cfg.max_steps_per_epoch:
+                            break
+                self._read_figures(epoch, totals, window)
+                totals[4] = time.perf_counter() - started
+                if not paused:
                     break
-            self._read_figures(epoch, totals, window)
-            self._show(bar)  # the claim that found no block left came after the last step
+                self.checkpoint_mid_epoch(epoch, totals)
+            bar.show(self.step)  # the claim that found no block left came after the last step
         return totals
 
     def train_step(self, net: torch.nn.Module, batch: DeviceBatch, lr: float) -> None:
@@ -187,61 +203,42 @@ class Trainer:
         window.add(loss_sum, frames)
         return loss_sum / max(frames, 1)
 
-    def end_epoch(self, epoch: int, row: dict[str, Any], metrics: MetricsLog | None) -> None:
+    # ----- checkpoints ---------------------------------------------------------------------
+    def checkpoint_mid_epoch(self, epoch: int, totals: list[float]) -> None:
+        """Every learner paused at a step boundary: write the checkpoint; stop if preempted."""
+        main_step = self.strategy.pause(self.model, self.step)
+        if main_step is None:
+            return  # called off: a learner reached the end of the epoch, whose checkpoint comes next
+        name = checkpoint.checkpoint_name(epoch - 1, main_step)
+        own = {"work": self.strategy.work_state(), "epoch_totals": list(totals)}
+        self._save(name, {"epoch": epoch - 1, "mid_epoch": epoch}, own, stop_after=True)
+
+    def end_epoch(self, epoch: int, row: dict[str, Any], metrics: MetricsLog | None, stop_after: bool) -> None:
         """The epoch row in the metrics and the log, then the checkpoint (every learner's part)."""
         if metrics is not None:
             self.history.append(row)
             metrics.write("epoch", **row)
             log.info("%s", epoch_summary(row))
-        path = checkpoint.save_epoch(self.cfg.exp, epoch, self.model, self.optimizer, self.strategy,
-                                     {"step": self.step, "config": self.cfg.to_dict(), "history": self.history},
+        self._save(checkpoint.checkpoint_name(epoch), {"epoch": epoch}, {}, stop_after)
+
+    def _save(self, name: str, where: dict[str, Any], own: dict[str, Any], stop_after: bool) -> None:
+        state = {"step": self.step, "config": self.cfg.to_dict(), "history": self.history, **where}
+        path, stop = checkpoint.save(self.cfg.exp, name, self.model, self.optimizer, self.strategy, state, own,
                                      keep=self.cfg.keep_checkpoints)
         self.last_good = path or self.last_good
+        self.saves.reset(self.step)
+        if stop and stop_after:
+            raise Preempted(f"stopped at step {self.step} after the checkpoint {self.cfg.exp}/checkpoints/{name}: "
+                            "run the same command again to go on")
 
     # ----- around the loop -----------------------------------------------------------------
-    def _progress(self, epoch: int) -> Progress:
-        """The epoch's bar: steps, or under work sharing the blocks handed out to all learners."""
-        shared = self.strategy.blocks_handed_out() is not None
-        steps = math.ceil(self.archive.num_chunks / self.cfg.batch)
-        if self.cfg.max_steps_per_epoch:
-            steps = min(steps, self.cfg.max_steps_per_epoch)
-        total, unit = (self.loader.num_blocks, " blocks") if shared else (steps, " steps")
-        return Progress(f"epoch {epoch}/{self.cfg.epochs}", total=total, unit=unit,
-                        enabled=None if self.strategy.is_main else False)
-
-    def _show(self, bar: Progress, lr: float | None = None, loss: float = 0.0, frames: float = 0.0,
-              seconds: float = 0.0) -> None:
-        """The bar: steps, or blocks handed out; the last loss read, and this learner's frames/s."""
-        fields: dict[str, Any] = {} if lr is None else {"step": self.step, "lr": lr,
-                                                         "fps": f"{frames / max(seconds, 1e-9):.0f}"}
-        if loss:
-            fields["loss"] = loss
-        handed_out = self.strategy.blocks_handed_out()
-        if handed_out is not None:
-            bar.set_done(handed_out, **fields)
-        elif lr is not None:
-            bar.advance(1, **fields)
-
     def _write_final(self) -> Path:
         meta = {"train_config": self.cfg.to_dict(), "epochs": self.cfg.epochs, "steps": self.step,
-                "history": self.history, "archive_header": _plain(self.archive.header),
+                "history": self.history, "archive_header": self.archive.header,
                 "tree_id": self.archive.header.get("tree_id")}
         path = save_final(self.cfg.exp / "final.pt", self.model, self.archive.priors, self.archive.layout, meta)
         log.info("final model written to %s", path)
         return path
-
-
-def _plain(value: Any) -> Any:
-    """Header values as plain Python (numpy scalars/arrays to lists) for a weights-only file."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
 
 
 def train(cfg: TrainConfig, strategy: Strategy | None = None, hooks: Hooks | None = None) -> TrainResult:

@@ -15,7 +15,7 @@ from feature_helpers import make_streams, utt_index
 from asrtrain.core.errors import ConfigError
 from asrtrain.data.archive import Archive, write_archive
 from asrtrain.data.fuse import Stream
-from asrtrain.data.loader import IGNORE_INDEX, ChunkLoader
+from asrtrain.data.loader import IGNORE_INDEX, ChunkLoader, Piece
 
 LENGTHS = [int(n) for n in np.random.default_rng(7).integers(1, 120, 37)]
 
@@ -181,10 +181,10 @@ def test_late_claims_do_not_hoard_blocks(archive: tuple[Path, dict], claim_late:
     def claims():
         for b in range(loader.num_blocks):
             taken.append(b)
-            yield b
+            yield Piece(b, b)
 
     ahead = []
-    for consumed, _batch in enumerate(loader.epoch(0, blocks=claims(), claim_late=claim_late), 1):
+    for consumed, _batch in enumerate(loader.tagged(0, claims(), claim_late=claim_late), 1):
         time.sleep(0.05)  # a slow learner: the prefetch thread has all the time it wants
         ahead.append(len(taken) - consumed)
     assert len(taken) == loader.num_blocks  # every block still served once
@@ -192,3 +192,14 @@ def test_late_claims_do_not_hoard_blocks(archive: tuple[Path, dict], claim_late:
         assert max(ahead) <= 2, ahead
     else:  # what the prefetch queue does unchecked (the producer may lag on busy cores)
         assert max(ahead) >= 3, ahead
+
+
+def test_a_piece_resumes_a_block_where_it_stopped(archive: tuple[Path, dict]) -> None:
+    """Batches of a block from chunk k on are the uninterrupted block's batches from k on."""
+    path, _ = archive
+    loader = ChunkLoader(path, batch_size=2, block_chunks=6, seed=5, prefetch=0)
+    whole = list(loader.tagged(1, [Piece(0, 3)]))
+    assert [end for *_, end in whole] == [2, 4, 6]
+    rest = list(loader.tagged(1, [Piece(0, 3, start=4)]))
+    assert len(rest) == 1 and rest[0][3] == 6 and rest[0][2] == Piece(0, 3, start=4)
+    assert torch.equal(rest[0][0], whole[2][0]) and torch.equal(rest[0][1], whole[2][1])

@@ -24,3 +24,12 @@ def archives(tmp_path_factory) -> tuple[Path, Path]:
     write = _archive_writer()
     root = tmp_path_factory.mktemp("dist_archives")
     return write(root / "train.h5", 60, seed=0), write(root / "valid.h5", 20, seed=1)
+
+
+@pytest.fixture(scope="session")
+def long_archives(tmp_path_factory) -> tuple[Path, Path]:
+    """(train.h5 with 400 utterances, about 125 blocks of 8 chunks: long enough epochs that learners of
+    work-shared strategies meet for mid-epoch checkpoints before one of them reaches the end; valid.h5)."""
+    write = _archive_writer()
+    root = tmp_path_factory.mktemp("long_archives")
+    return write(root / "train.h5", 400, seed=2), write(root / "valid.h5", 20, seed=1)

@@ -7,6 +7,9 @@ launch of workers (starting 4 workers costs ~10 s on 2 cores); the script form r
 every strategy under ``torchrun``/``mpiexec``:
 
     python tests/distributed/jobs.py OUT.json TRAIN.h5 EXP_ROOT [--strategies ssgd,adpsgd,h-adpsgd]
+
+and ``jobs.py chunks …`` runs ``asrtrain train``'s own call with a :class:`ChunkLog`,
+for the tests that kill and resume a job.
 """
 
 from __future__ import annotations
@@ -97,6 +100,61 @@ class Recorder(Hooks):
         self.rec["group_size"] = getattr(getattr(trainer.strategy, "layout", None), "group_size", 1)
 
 
+class ChunkLog(Hooks):
+    """Appends every trained chunk (a hash of its features) to ``DIR/rank<R>.log``, flushed per step.
+
+    A run killed at any moment leaves the steps it finished; ``start S`` opens each
+    run's part (S: the learner's step when it started), so the lineage of a killed
+    and resumed job can be rebuilt (:func:`trained_chunks`).
+    """
+
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir = log_dir
+        self._file: Any = None
+
+    def start(self, trainer: Any) -> None:
+        path = Path(self.log_dir) / f"rank{trainer.strategy.rank}.log"
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the run
+        self._file.write(f"start {trainer.step}\n")
+        self._file.flush()
+
+    def after_step(self, trainer: Any, x: Any, y: Any, lr: float) -> None:
+        epoch = trainer.strategy.hand.work.epoch
+        real = (y != IGNORE_INDEX).any(dim=1)
+        lines = [f"{epoch} {trainer.step} {chunk_hash(row)}\n" for row, keep in zip(x, real, strict=True) if keep]
+        self._file.write("".join(lines))
+        self._file.flush()
+
+
+def chunk_hash(features: Any) -> str:
+    """A chunk's identity: its float16 features (as stored in the archive)."""
+    import hashlib
+
+    import numpy as np
+
+    return hashlib.sha1(np.ascontiguousarray(features.to("cpu", torch.float16).numpy()).tobytes()).hexdigest()[:16]
+
+
+def trained_chunks(log_dir: Path) -> dict[int, list[str]]:
+    """Every chunk trained in the job's lineage, by epoch: a killed run's steps after the step its
+    successor resumed from are dropped (their updates died with it)."""
+    by_epoch: dict[int, list[str]] = {}
+    for path in sorted(Path(log_dir).glob("rank*.log")):
+        runs: list[tuple[int, list[tuple[int, int, str]]]] = []
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if parts[0] == "start":
+                runs.append((int(parts[1]), []))
+            elif len(parts) == 3:  # a line cut by the kill has fewer parts
+                runs[-1][1].append((int(parts[0]), int(parts[1]), parts[2]))
+        for i, (_, steps) in enumerate(runs):
+            until = runs[i + 1][0] if i + 1 < len(runs) else None
+            for epoch, step, digest in steps:
+                if until is None or step <= until:
+                    by_epoch.setdefault(epoch, []).append(digest)
+    return by_epoch
+
+
 def _run_one(place: Any, store: Any, name: str, dist_fields: dict[str, Any], cfg: TrainConfig,
              hooks: Recorder) -> list[dict[str, Any]]:
     """One job on the already joined workers: fresh groups and store keys, every rank's record."""
@@ -130,6 +188,26 @@ def scenarios(runs: list[tuple[str, dict[str, Any], TrainConfig, Recorder]]) -> 
         dist.destroy_process_group()
 
 
+def chunks_main(argv: list[str]) -> None:
+    """``jobs.py chunks TRAIN EXP LOGDIR STRATEGY NPROC [SAVE_EVERY_STEPS] [EPOCHS]``: ``asrtrain train``'s
+    own call (``run``) with a :class:`ChunkLog`; exits 75 when preempted, as the CLI does."""
+    from asrtrain.core.errors import AsrtrainError
+    from asrtrain.distributed.config import DistConfig
+    from asrtrain.train.run import run
+
+    train, exp, log_dir, strategy, nproc, *rest = argv
+    every = int(rest[0]) if rest else 5
+    epochs = int(rest[1]) if len(rest) > 1 else 2
+    # 2 chunks a learner a step: 4 steps a block of 8, so checkpoints fall in the middle of blocks
+    cfg = tiny_config(Path(train), Path(exp), epochs=epochs, batch=2 * int(nproc), save_every_steps=every,
+                      momentum=0.9)
+    try:
+        run(cfg, DistConfig(strategy, nproc=int(nproc), timeout_s=20.0), hooks=ChunkLog(log_dir))
+    except AsrtrainError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
+
+
 def main(argv: list[str]) -> None:
     """Script form: every strategy of ``--strategies`` in one launch; rank 0 writes OUT.json."""
     import torch.distributed as dist
@@ -157,4 +235,7 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["chunks"]:
+        chunks_main(sys.argv[2:])
+    else:
+        main(sys.argv[1:])

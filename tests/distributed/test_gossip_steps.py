@@ -46,6 +46,7 @@ def _strategy(gossip: CountingGossip) -> DistributedStrategy:
     s.cfg, s.layout, s.rank = DistConfig("adpsgd"), Layout(0, 4, 1), 0
     s.gossip, s.heartbeat = gossip, _Heartbeat()  # type: ignore[assignment]
     s.steps = s.epoch_steps = 0
+    s.hand = None
     s._apply_now, s._last_t = False, None
     return s
 

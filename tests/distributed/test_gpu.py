@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from jobs import Recorder, scenarios, tiny_config  # noqa: E402
 
-from asrtrain.distributed.launch import launch_local  # noqa: E402
+from asrtrain.distributed.local import launch_local  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="needs a GPU: learners sharing one device, CUDA IPC gossip, stream ordering")

@@ -24,7 +24,7 @@ from jobs import Recorder, scenarios, tiny_config  # noqa: E402
 
 from asrtrain.data.archive import Archive  # noqa: E402
 from asrtrain.data.loader import real_frames  # noqa: E402
-from asrtrain.distributed.launch import launch_local  # noqa: E402
+from asrtrain.distributed.local import launch_local  # noqa: E402
 from asrtrain.distributed.shm import SHM_DIR  # noqa: E402
 from asrtrain.train.device import DeviceBatch  # noqa: E402
 from asrtrain.train.trainer import Trainer  # noqa: E402

@@ -53,8 +53,8 @@ class Recording(Strategy):
         self.calls.append(("all_sum", len(values)))
         return list(values)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"rounds": 7}
+    def state_dict(self, mid_epoch: bool = False) -> dict[str, Any]:
+        return {"rounds": 7, "own_weights": False}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.loaded = state
@@ -87,7 +87,7 @@ def test_hooks_in_order(learnable_archives: tuple[Path, Path], tmp_path: Path) -
     # the strategy's state is in the checkpoint and handed back on resume
     again = Recording(blocks=[0])
     train(_cfg(learnable_archives, tmp_path / "exp", epochs=3), again)
-    assert again.loaded == {"rounds": 7}
+    assert again.loaded == {"rounds": 7, "own_weights": False}
 
 
 def test_the_denominator_scales_the_step(learnable_archives: tuple[Path, Path], tmp_path: Path) -> None:

@@ -1,0 +1,160 @@
+"""``--nproc N``: start N learner processes on this machine, and decide what their exits mean.
+
+Why not torch's elastic agent: it stops every worker as soon as one fails, and on
+SIGTERM it stops them itself, so neither a learner that dies under ``--elastic``
+(the survivors must train on) nor a preempted job (every learner finishes its step
+and checkpoints, and the job exits with the requeue status) can be expressed. This
+launcher hosts the rendezvous store (so any learner, rank 0 too, may die without
+taking the store along), starts the workers with ``spawn``, forwards SIGTERM,
+SIGUSR1 and SIGINT to them, and collects each one's result or error:
+
+* a learner that fails ends the job (the others are killed, so a stopped learner
+  cannot hold it): one error naming every failed rank and why, unless ``elastic``,
+  where the job succeeds if the survivors do;
+* learners that stop for a preemption make the job raise :class:`Preempted`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import signal
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+from asrtrain.core.errors import AsrtrainError, Preempted, one_line
+
+log = logging.getLogger("asrtrain.distributed")
+
+FORWARDED = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+
+
+def _child(rank: int, nproc: int, port: int, fn: Callable[..., Any], args: tuple[Any, ...],
+           results: Any) -> None:
+    """One learner: the launcher's environment, then ``fn(*args)``; its outcome goes to ``results``."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(nproc),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True",
+                      ASRTRAIN_LAUNCHER="nproc")
+    try:
+        results.put((rank, "ok", fn(*args)))
+    except Preempted as exc:
+        results.put((rank, "preempted", str(exc)))
+        raise SystemExit(Preempted.exit_code) from None
+    except BaseException as exc:  # noqa: BLE001 - reported to the launcher, which names the rank
+        results.put((rank, "error", one_line(exc)))
+        raise SystemExit(1) from None
+
+
+@contextlib.contextmanager
+def _forwarding(procs: list[Any]) -> Iterator[None]:
+    """Pass SIGTERM, SIGUSR1 and SIGINT on to the learners while they run (main thread only)."""
+    def forward(signum: int, _frame: Any) -> None:
+        log.warning("signal %d: passed on to the %d learners", signum, sum(p.is_alive() for p in procs))
+        for p in procs:
+            if p.is_alive() and p.pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signum)
+
+    try:
+        old = {s: signal.signal(s, forward) for s in FORWARDED}
+    except ValueError:  # not the main thread: signals stay where they are
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def launch_local(nproc: int, fn: Callable[..., Any], args: tuple[Any, ...], run_id: str = "asrtrain",
+                 elastic: bool = False, timeout_s: float = 300.0) -> dict[int, Any]:
+    """Run ``fn(*args)`` in ``nproc`` local processes; returns each rank's return value.
+
+    Without ``elastic`` a failed learner stops the others and the call raises an
+    :class:`AsrtrainError` naming every failed rank; with it, failed learners are
+    logged and the survivors' results returned (the error is raised only if no
+    learner succeeded). ``run_id`` names the job in the log.
+    """
+    import torch.multiprocessing as mp
+    from torch.distributed import TCPStore
+
+    from asrtrain.distributed.launch import free_port
+
+    port = free_port()
+    store = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,  # noqa: F841 - held open
+                     timeout=timedelta(seconds=timeout_s))
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_child, args=(r, nproc, port, fn, args, results), name=f"{run_id}-{r}")
+             for r in range(nproc)]
+    outcome: dict[int, tuple[str, Any]] = {}
+    with _forwarding(procs):
+        for p in procs:
+            p.start()
+        failed = _wait(procs, results, outcome, elastic)
+    return _result(procs, outcome, failed, elastic)
+
+
+def _wait(procs: list[Any], results: Any, outcome: dict[int, tuple[str, Any]], elastic: bool) -> list[int]:
+    """Collect outcomes until every learner has exited; returns the failed ranks in order of failure.
+
+    Learners killed because another failed count as failed only if they said why first.
+    """
+    failed: list[int] = []
+    stopping = False
+    while any(p.is_alive() for p in procs) or not results.empty():
+        try:
+            rank, kind, value = results.get(timeout=0.1)
+            outcome[rank] = (kind, value)
+        except queue.Empty:
+            pass
+        for rank, p in enumerate(procs):
+            kind = outcome.get(rank, ("",))[0]
+            if p.exitcode in (None, 0) or rank in failed or kind == "preempted" or (stopping and kind != "error"):
+                continue
+            failed.append(rank)
+            if not elastic and not stopping:
+                stopping = True
+                _kill_others(procs, rank)
+    for p in procs:
+        p.join()
+    return failed
+
+
+def _kill_others(procs: list[Any], first: int) -> None:
+    """A failed learner ends the job: the others go at once (a stopped one would never finish)."""
+    time.sleep(0.5)  # let a learner that noticed the failure too report why
+    for rank, p in enumerate(procs):
+        if rank != first and p.is_alive():
+            p.kill()
+
+
+def _result(procs: list[Any], outcome: dict[int, tuple[str, Any]], failed: list[int],
+            elastic: bool) -> dict[int, Any]:
+    if any(kind == "preempted" for kind, _ in outcome.values()) and not failed:
+        raise Preempted(next(v for k, v in outcome.values() if k == "preempted"))
+    if failed and (not elastic or len(failed) == len(procs)):
+        raise AsrtrainError(describe_failures(failed, procs, outcome))
+    if failed:
+        log.warning("learners that left the job: %s", describe_failures(failed, procs, outcome))
+    return {r: v for r, (kind, v) in outcome.items() if kind == "ok"}
+
+
+def describe_failures(failed: list[int], procs: list[Any], outcome: dict[int, tuple[str, Any]]) -> str:
+    """One line naming every failed rank with its error, or how its process ended."""
+    parts = []
+    for rank in failed:
+        kind, value = outcome.get(rank, ("", ""))
+        code = procs[rank].exitcode
+        if kind == "error":
+            parts.append(f"learner rank {rank}: {value}")
+        elif code is not None and code < 0:
+            parts.append(f"learner rank {rank} died ({signal.Signals(-code).name})")
+        else:
+            parts.append(f"learner rank {rank} exited with status {code}")
+    return "; ".join(parts) if parts else "a learner failed"
