@@ -149,7 +149,7 @@ def main() -> None:
     import tempfile
 
     from asrtrain.data.synthetic import write_random_archive
-    from asrtrain.distributed.launch import launch_local
+    from asrtrain.distributed.local import launch_local
 
     opts = {k: getattr(args, k) for k in ("hidden", "layers", "proj", "batch", "batches", "accel_s")}
     root = Path(tempfile.mkdtemp(prefix="bench-dist-"))
