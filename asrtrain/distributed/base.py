@@ -69,9 +69,25 @@ class Strategy:
     def hand_for(self, loader: Any, epoch: int) -> Hand:
         """This learner's hand for ``epoch``: the one in use, a restored one, or a new one."""
         if self.hand is None or self.hand.work.epoch != epoch:
-            work = EpochWork(self.work_store(), epoch, loader.block_order(epoch))
-            self.hand = Hand(work, loader.block_length, self._restored_pieces(work))
+            work = EpochWork(self.work_store(), epoch, loader.block_order(epoch), self._owner())
+            self.hand = Hand(work, loader.block_length, self._restored_pieces(work), self._wait_more())
         return self.hand
+
+    def _owner(self) -> int | None:
+        """The rank claims are recorded under (``None``: not recorded; only learners that may leave need it)."""
+        return None
+
+    def _wait_more(self) -> Any:
+        """What a learner out of work waits on (``None``: its epoch's work is over)."""
+        return None
+
+    def learner_ranks(self) -> list[int]:
+        """The learners whose state a checkpoint holds: all of them, unless some left the job."""
+        return list(range(self.world_size))
+
+    def events(self) -> list[dict[str, Any]]:
+        """What happened to the job since the last call (learners that left, blocks handed out again)."""
+        return []
 
     def work_store(self) -> Any:
         """Where the epoch's work is handed out: an in-process store for one learner."""
@@ -97,7 +113,8 @@ class Strategy:
         state: dict[str, Any] = {"epoch": self.hand.work.epoch, "hand": [asdict(p) for p in self.hand.pieces],
                                  "finished": self.hand.finished}
         if self.is_main:
-            state["store"] = self.hand.work.snapshot()
+            ranks = self.learner_ranks()
+            state["store"] = self.hand.work.snapshot(ranks if len(ranks) < self.world_size else None)
         return state
 
     def restore_work(self, state: dict[str, Any]) -> None:

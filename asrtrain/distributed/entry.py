@@ -39,6 +39,9 @@ def run_job(fn: Callable[..., Any], dist_cfg: DistConfig, *args: Any, seed: int 
             raise ConfigError("--strategy single trains one learner: choose ssgd, adpsgd or h-adpsgd "
                               "for several")
         return _single(fn, args)
+    if dist_cfg.elastic and place is not None and place.launcher == "torchrun":
+        raise ConfigError("--elastic: torchrun stops every learner when one fails; start the job with "
+                          "--nproc, or srun --kill-on-bad-exit=0, or mpiexec -disable-auto-cleanup")
     if dist_cfg.nproc > 1 and place is None:
         results = launch_local(dist_cfg.nproc, _learner, (fn, dist_cfg, args, seed, logs),
                                run_id=f"asrtrain-{os.getpid()}", elastic=dist_cfg.elastic,
@@ -82,6 +85,10 @@ def _learn(fn: Callable[..., Any], dist_cfg: DistConfig, args: tuple[Any, ...], 
     except AsrtrainError:
         raise
     except RuntimeError as exc:  # a collective failed: name the learners that went silent
+        if dist_cfg.elastic:  # a super-learner that lost a member cannot step: it leaves, the others go on
+            from asrtrain.distributed.membership import announce_gone
+
+            announce_gone(strategy.store, place.rank, f"left: a collective failed ({str(exc).splitlines()[0]})")
         dead = strategy.heartbeat.stale(wait_s=3.0)
         who = ", ".join(f"rank {r}" for r in dead) or "a peer"
         raise AsrtrainError(f"learner rank {place.rank}: communication with {who} failed: "

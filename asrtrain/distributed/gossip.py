@@ -3,11 +3,11 @@
 The compute thread hands the thread a snapshot of the weights after a step
 (:meth:`Gossip.begin_round`: one fused copy into a flat buffer allocated once, and
 nothing else: no store round trip, no topology) and keeps computing. The thread
-announces the round (a store key per learner and round), waits until the round's
-partner has announced it too (polled, so a slow partner is waited for as long as it
-is alive), exchanges the snapshot with it (one symmetric send/receive on the gossip
-group; or, for a partner on the same host, reads its snapshot in shared memory, see
-:mod:`asrtrain.distributed.shm`), and prepares ``partner − snapshot`` in place. The
+meets the round's partner (:mod:`asrtrain.distributed.pairing`: both exchange or
+neither does; a slow partner is waited for as long as it is alive), exchanges the
+snapshot with it (one symmetric send/receive on the gossip group; or, for a partner
+on the same host, reads its snapshot in shared memory or through CUDA IPC), and
+prepares ``partner − snapshot`` in place. The
 compute thread adds half of it between two steps (:meth:`Gossip.take_delta`, one
 fused pass), which keeps every local update made meanwhile:
 ``x ← x + 0.5 (partner − snapshot)``. Between rounds it does no work at all. Each
@@ -18,6 +18,12 @@ H-ADPSGD: member ``j`` of a super-learner exchanges shard ``j`` of the flat weig
 with member ``j`` of the partner, then one ``all_gather`` on the super-learner's
 gossip group gives every member the whole delta; the members apply it at a step
 they agree on (see :mod:`asrtrain.distributed.strategy`), so they stay identical.
+
+Rounds are numbered ``(v, k)``: ``k`` counts the rounds begun under membership
+version ``v`` (:mod:`asrtrain.distributed.membership`). When a learner leaves, the
+version changes and the ring is re-formed over the super-learners alive from each
+learner's next round, whose ``k`` starts again at 0, so partners always agree; a
+round of an old version, or whose partner left, ends with no delta.
 """
 
 from __future__ import annotations
@@ -32,25 +38,15 @@ import torch
 from asrtrain.core.errors import AsrtrainError
 from asrtrain.distributed.cuda_ipc import CudaSnapshots
 from asrtrain.distributed.groups import Groups
-from asrtrain.distributed.heartbeat import CHECK_S, POLL_S, Heartbeat, own_client
+from asrtrain.distributed.heartbeat import CHECK_S, POLL_S, Heartbeat, Silent, own_client
+from asrtrain.distributed.membership import Membership
+from asrtrain.distributed.pairing import meet, pair_key, read_key, wait_read
 from asrtrain.distributed.shm import SharedSnapshots
 from asrtrain.distributed.streams import DeviceOrder
-from asrtrain.distributed.topology import matching
+from asrtrain.distributed.topology import partner_among
 
 Done = tuple[torch.Tensor | None, Any]  # (the delta, or None for a round sat out; its CUDA event)
-
-
-def round_key(rank: int, rnd: int) -> str:
-    """Store key set when ``rank`` begins round ``rnd``; its partner waits on it, then deletes it."""
-    return f"gossip/{rank}/{rnd}"
-
-
-def read_key(rank: int, rnd: int) -> str:
-    """Store key set when ``rank`` has read its partner's shared snapshot of round ``rnd``.
-
-    The partner may overwrite that snapshot (begin its next round) only after it.
-    """
-    return f"gossip-read/{rank}/{rnd}"
+Round = tuple[int, int, torch.Tensor, Any]  # (version, k, snapshot, its CUDA event)
 
 
 class Gossip:
@@ -58,12 +54,15 @@ class Gossip:
 
     def __init__(self, params: list[torch.Tensor], groups: Groups, store: Any, heartbeat: Heartbeat,
                  topology: str = "ring", seed: int = 0, reshuffle_every: int = 4,
-                 transport: str = "auto") -> None:
+                 transport: str = "auto", elastic: bool = False, min_learners: int | None = None) -> None:
         self.params = params
         self.groups = groups
         self.layout = groups.layout
         self.store = own_client(store)  # the thread's client
         self.heartbeat = heartbeat
+        self.members = Membership(self.store, self.layout, elastic, min_learners)  # the thread's view
+        self.latest_version = 0  # the newest membership version either thread has seen
+        self._v = self._k = 0  # the version and number of the next round begun
         self.topology, self.seed, self.reshuffle_every = topology, seed, reshuffle_every
         self.started = 0  # rounds begun by the compute thread
         self.finished = 0  # rounds whose delta was taken
@@ -71,7 +70,7 @@ class Gossip:
         self.shared_rounds = 0  # of which through shared memory
         self.comm_s = 0.0
         self.error: BaseException | None = None
-        self._todo: queue.Queue[tuple[int, torch.Tensor, Any] | None] = queue.Queue()
+        self._todo: queue.Queue[Round | None] = queue.Queue()
         self._done: queue.Queue[Done] = queue.Queue()
         self._ready: Done | None = None
         self._stop = threading.Event()
@@ -135,10 +134,25 @@ class Gossip:
         self.raise_error()
         rnd = self.started
         self.started += 1
+        if self.latest_version != self._v:  # the ring was re-formed: its rounds count from 0
+            self._v, self._k = self.latest_version, 0
+        self._k += 1
         with torch.no_grad():
             torch._foreach_copy_(self._snap_views, self.params)
-        self._todo.put((rnd, self._snap, self._order.mark()))
+        self._todo.put((self._v, self._k - 1, self._snap, self._order.mark()))
         return rnd
+
+    def position(self) -> tuple[int, int]:
+        """(version, rounds begun in it) as the compute thread knows them (what learners agree on)."""
+        return (self.latest_version, 0) if self.latest_version != self._v else (self._v, self._k)
+
+    def resume_at(self, rounds: int) -> None:
+        """A resumed job's ring goes on at round ``rounds`` (nothing in flight)."""
+        self._v, self._k = self.latest_version, rounds
+
+    def note_version(self, version: int) -> None:
+        """A newer membership version seen by the compute thread: the next round begins in it."""
+        self.latest_version = max(self.latest_version, version)
 
     def ready(self) -> bool:
         """Whether the delta of the round in flight is available, on the device too (never blocks)."""
@@ -149,9 +163,9 @@ class Gossip:
 
     def take_delta(self, wait: bool = False) -> None:
         """Add the finished round's delta to the weights (between two steps)."""
-        if wait:
+        if wait:  # the thread ends every round, with or without a partner (pairing.meet)
             while not self.ready():
-                self.heartbeat.check()
+                self.heartbeat.touch()
                 time.sleep(POLL_S)
         if not self.ready():
             raise RuntimeError("take_delta called with no finished round")
@@ -189,71 +203,99 @@ class Gossip:
             item = self._todo.get()
             if item is None:
                 return
-            rnd, snap, taken = item
+            version, k, snap, taken = item
             try:
                 with self._order.after(taken):
-                    delta = self._round(rnd, snap, taken)
+                    delta = self._round(version, k, snap, taken)
                     self._done.put((delta, self._order.mark()))
             except BaseException as exc:  # noqa: BLE001 - handed to the compute thread
                 self.error = exc
                 self._done.put((None, None))
                 return
 
-    def _partner_rank(self, rnd: int) -> int | None:
-        lay = self.layout
-        p = matching(lay.num_super, rnd, self.topology, self.seed, self.reshuffle_every)[lay.super_id]
-        return None if p is None else lay.counterpart(p)
+    def _round(self, version: int, k: int, snap: torch.Tensor, taken: Any) -> torch.Tensor | None:
+        """Partner − snapshot for round ``(version, k)`` (device work on the gossip stream, after ``taken``).
 
-    def _wait_partner(self, partner: int, key: str) -> None:
-        """Block until the partner sets ``key`` (a live but slow partner is waited for), then delete it."""
-        # Polled with a growing pause (0.5 ms to 20 ms): cheap when the partner is
-        # close behind, quiet when it is slow (the store's own timed wait logs a warning
-        # at every expiry).
-        pause, last_check = 0.0005, time.monotonic()
-        while not self.store.check([key]):
-            if self._stop.is_set():
-                raise AsrtrainError(f"gossip of learner rank {self.layout.rank} stopped while waiting for rank {partner}")
-            time.sleep(pause)
-            pause = min(pause * 1.5, 0.02)
-            if time.monotonic() - last_check > CHECK_S:
-                self.heartbeat.check([partner])
-                last_check = time.monotonic()
-        self.store.delete_key(key)
+        Members of a super-learner all reach the collective at the end, with or without
+        a delta: the delta exists only if every member exchanged its shard.
+        """
+        t0 = time.perf_counter()
+        got = self._exchange_shard(version, k, snap, taken)
+        g = self.layout.group_size
+        if g > 1:
+            import torch.distributed as dist
 
-    def _round(self, rnd: int, snap: torch.Tensor, taken: Any) -> torch.Tensor | None:
-        """Partner − snapshot for round ``rnd`` (device work on the gossip stream, after ``taken``)."""
-        partner = self._partner_rank(rnd)
-        if partner is None:
+            ok = torch.tensor([int(got)], device=self._delta.device)
+            dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=self.groups.super_gossip)
+            got = bool(int(ok[0]))
+            if got:
+                dist.all_gather(list(self._delta.split(self.shard)), self._recv, group=self.groups.super_gossip)
+        if not got:
             return None
+        self.exchanged += 1
+        self.comm_s += time.perf_counter() - t0
+        return self._delta
+
+    def _exchange_shard(self, version: int, k: int, snap: torch.Tensor, taken: Any) -> bool:
+        """This member's shard of partner − snapshot into ``_recv``; False: no partner this round."""
+        if self.members.refresh():
+            self.note_version(self.members.version)
+        if self.members.version != version:
+            return False  # a round of a ring that was re-formed since it began
+        lay = self.layout
+        partner_super = partner_among(self.members.live_supers(), lay.super_id, k, self.topology, self.seed,
+                                      self.reshuffle_every)
+        if partner_super is None:
+            return False
+        partner = lay.counterpart(partner_super)
         shared = self.shm is not None and self.shm.shared_with(partner)
         if shared:
             self._order.host_wait(taken)  # the partner reads our snapshot from its own process
-        self.store.set(round_key(self.layout.rank, rnd), "1")  # announce the round to the partner
-        self._wait_partner(partner, round_key(partner, rnd))
-        t0 = time.perf_counter()
-        g = self.layout.group_size
-        j, size = self.layout.member, self.shard
-        mine = snap if g == 1 else snap[j * size:(j + 1) * size]
+        give_up = self._give_up(partner, version)
+        if not meet(self.store, pair_key(version, k, lay.rank, partner), give_up, self._stop.is_set):
+            return False
+        j, size = lay.member, self.shard
+        mine = snap if lay.group_size == 1 else snap[j * size:(j + 1) * size]
         # _recv is _delta when g == 1: it ends as partner − snapshot (halved when applied)
         if shared:
             assert self.shm is not None
             theirs = self.shm.peer(partner)
-            theirs = theirs if g == 1 else theirs[j * size:(j + 1) * size]
+            theirs = theirs if lay.group_size == 1 else theirs[j * size:(j + 1) * size]
             torch.sub(theirs.to(mine.device, non_blocking=True), mine, out=self._recv)
             self._order.host_wait(self._order.mark())  # our read is done before the partner may write
-            self.store.set(read_key(self.layout.rank, rnd), "1")  # the partner may overwrite its snapshot
-            self._wait_partner(partner, read_key(partner, rnd))  # and so may this learner
+            self.store.set(read_key(version, k, lay.rank), "1")  # the partner may overwrite its snapshot
+            if not wait_read(self.store, read_key(version, k, partner), give_up, self._stop.is_set):
+                return False  # the partner left before reading ours: it will not apply its half
             self.shared_rounds += 1
-        else:
+            return True
+        try:
             self._exchange(mine, self._recv, partner)
-            self._recv.sub_(mine)
-        if g > 1:
-            parts = list(self._delta.split(size))
-            torch.distributed.all_gather(parts, self._recv, group=self.groups.super_gossip)
-        delta = self._delta
-        self.exchanged += 1
-        self.comm_s += time.perf_counter() - t0
-        return delta
+        except RuntimeError as exc:
+            self.members.declare_gone(partner, f"stopped answering its gossip partner ({str(exc).splitlines()[0]})")
+            return False
+        self._recv.sub_(mine)
+        return True
+
+    def _give_up(self, partner: int, version: int) -> Any:
+        """Whether to stop waiting for ``partner``: it left, or the ring is being re-formed."""
+        last = [time.monotonic()]
+
+        def check() -> bool:
+            if time.monotonic() - last[0] < CHECK_S / 10:
+                return False
+            last[0] = time.monotonic()
+            if self.members.refresh():
+                self.note_version(self.members.version)
+            if self.members.version != version or not self.members.alive(partner):
+                return True
+            try:
+                self.heartbeat.check([partner])
+            except Silent as silent:
+                self.members.declare_gone(silent.rank, silent.why)  # without --elastic: raises
+                return True
+            return False
+
+        return check
 
     def _exchange(self, tensor: torch.Tensor, out: torch.Tensor, partner: int) -> None:
         """One symmetric send/receive with ``partner`` on the gossip group (into ``out``).

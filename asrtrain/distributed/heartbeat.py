@@ -2,17 +2,18 @@
 
 Every learner bumps ``hb/<rank>`` in the rendezvous store once a second while its
 compute thread makes progress. A learner whose counter has not moved for
-``timeout_s`` is dead or hung. Every wait of the parallel layer that is not a
-collective (agreeing on an epoch's last gossip round, the barrier between epochs, a
-gossip partner's announcement) polls the store and checks the heartbeats meanwhile,
-so a dead or stopped learner is named within the timeout instead of stalling the job.
+``timeout_s`` is dead or hung (:class:`Silent`). Every wait of the parallel layer
+that is not a collective (agreeing on an epoch's last gossip round, the barrier
+between epochs, a gossip partner) polls the store and checks the heartbeats
+meanwhile (:func:`asrtrain.distributed.membership.wait_for_all`), so a dead or
+stopped learner is named within the timeout instead of stalling the job, or under
+``--elastic`` declared gone.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from asrtrain.core.errors import AsrtrainError
@@ -21,6 +22,14 @@ POLL_S = 0.002
 HEARTBEAT_S = 1.0
 WATCH_S = 0.1  # watched keys (an open checkpoint) are read this often
 CHECK_S = 0.5  # how often a waiting learner looks at the others' heartbeats
+
+
+class Silent(AsrtrainError):
+    """A learner whose heartbeat stopped: dead, hung, or cut off."""
+
+    def __init__(self, rank: int, why: str) -> None:
+        self.rank, self.why = rank, why
+        super().__init__(f"learner rank {rank} {why}")
 
 
 def own_client(store: Any) -> Any:
@@ -88,9 +97,7 @@ class Heartbeat:
                 if last is None or last[0] != count:
                     self._seen[r] = (count, now)
                 elif now - last[1] > self.timeout_s:
-                    raise AsrtrainError(
-                        f"learner rank {r} stopped responding (no heartbeat for {now - last[1]:.0f} s)"
-                    )
+                    raise Silent(r, f"stopped responding (no heartbeat for {now - last[1]:.0f} s)")
 
     def stale(self, wait_s: float) -> list[int]:
         """Ranks whose heartbeat does not move within ``wait_s`` (to name a failed peer)."""
@@ -101,22 +108,3 @@ class Heartbeat:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-
-
-def wait_for_count(store: Any, key: str, count: int, heartbeat: Heartbeat,
-                   meanwhile: Callable[[], None] | None = None, poll_s: float = POLL_S * 5) -> None:
-    """Wait until the store counter ``key`` reaches ``count``, as long as every learner is alive.
-
-    ``meanwhile`` runs at every poll (a learner done with its epoch keeps applying
-    gossip rounds that its partners still start); the heartbeats are checked every
-    half second, so a dead peer ends the wait with an error naming it.
-    """
-    last_check = time.monotonic()
-    while int(store.add(key, 0)) < count:
-        heartbeat.touch()
-        if meanwhile is not None:
-            meanwhile()
-        if time.monotonic() - last_check > CHECK_S:
-            heartbeat.check()
-            last_check = time.monotonic()
-        time.sleep(poll_s)

@@ -96,11 +96,30 @@ def launch_local(nproc: int, fn: Callable[..., Any], args: tuple[Any, ...], run_
     with _forwarding(procs):
         for p in procs:
             p.start()
-        failed = _wait(procs, results, outcome, elastic)
+        failed = _wait(procs, results, outcome, elastic, _Departures(store) if elastic else None)
     return _result(procs, outcome, failed, elastic)
 
 
-def _wait(procs: list[Any], results: Any, outcome: dict[int, tuple[str, Any]], elastic: bool) -> list[int]:
+class _Departures:
+    """Under ``--elastic`` the launcher tells the learners at once that one of them ended, and ends
+    the ones they declared gone (a stopped learner must not hold the job open)."""
+
+    def __init__(self, store: Any) -> None:
+        from torch.distributed import PrefixStore
+
+        self.store = PrefixStore("asrtrain", store)  # the learners' own prefix (launch.init_worker)
+
+    def ended(self, rank: int, why: str) -> None:
+        from asrtrain.distributed.membership import announce_gone
+
+        announce_gone(self.store, rank, why)
+
+    def declared(self, rank: int) -> bool:
+        return bool(self.store.check([f"members/gone/{rank}"]))
+
+
+def _wait(procs: list[Any], results: Any, outcome: dict[int, tuple[str, Any]], elastic: bool,
+          departures: _Departures | None = None) -> list[int]:
     """Collect outcomes until every learner has exited; returns the failed ranks in order of failure.
 
     Learners killed because another failed count as failed only if they said why first.
@@ -114,10 +133,15 @@ def _wait(procs: list[Any], results: Any, outcome: dict[int, tuple[str, Any]], e
         except queue.Empty:
             pass
         for rank, p in enumerate(procs):
+            if departures is not None and p.is_alive() and departures.declared(rank):
+                p.kill()  # declared gone by the others (hung, cut off): it must not hold the job open
+                p.join()
             kind = outcome.get(rank, ("",))[0]
             if p.exitcode in (None, 0) or rank in failed or kind == "preempted" or (stopping and kind != "error"):
                 continue
             failed.append(rank)
+            if departures is not None:
+                departures.ended(rank, f"its process ended (exit status {p.exitcode})")
             if not elastic and not stopping:
                 stopping = True
                 _kill_others(procs, rank)

@@ -51,16 +51,22 @@ class Lockstep:
         h, f, r = (int(v) for v in t.cpu())
         return Agreement(h, f, r, int(p[0]))
 
-    def claim(self, work: EpochWork) -> tuple[Piece | None, bool]:
-        """Member 0 claims a piece for every member; returns (this member's, whether any got one)."""
+    def claim(self, work: EpochWork, wait_more: Any = None) -> tuple[Piece | None, bool]:
+        """Member 0 claims a piece for every member; returns (this member's, whether any got one).
+
+        ``wait_more`` (elastic): member 0, finding none, waits for pieces handed out again.
+        """
         import torch.distributed as dist
 
         t = self._ints([-1] * (3 * self.size))
         if self.member == 0:
-            for j in range(self.size):
-                piece = work.claim()
-                if piece is None:
+            pieces: list[Piece] = []
+            while True:
+                while len(pieces) < self.size and (piece := work.claim()) is not None:
+                    pieces.append(piece)
+                if pieces or wait_more is None or not wait_more():
                     break
+            for j, piece in enumerate(pieces):
                 t[3 * j:3 * j + 3] = self._ints([piece.pos, piece.block, piece.start])
         dist.broadcast(t, src=self.root, group=self.group)
         pos, block, start = (int(v) for v in t[3 * self.member:3 * self.member + 3].cpu())

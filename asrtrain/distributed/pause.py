@@ -4,10 +4,10 @@ ADPSGD learners are at different steps at any moment, so a checkpoint is a
 meeting: a learner that wants one (the main learner's clock, any learner's
 SIGTERM) *opens* it under the store key ``ck/open`` (compare-and-set: one open at
 a time, each with a new id). Every learner sees the key within a heartbeat and
-*joins* at its next step boundary: it stops taking work, posts its gossip round
-count and waits until all have joined; then all drain gossip to the same last
-round, each saves its own state and the main learner seals the checkpoint and
-*closes* it, writing whether the job goes on or stops (a preemption).
+*joins* at its next step boundary: it stops taking work and waits until every
+learner alive has joined; then all end gossip on the same round, each saves its
+own state and the main learner seals the checkpoint and *closes* it, writing
+whether the job goes on or stops (a preemption).
 
 A learner that reaches the end of the epoch's work while a checkpoint is open
 *cancels* it (the epoch's own checkpoint comes next): learners waiting in it go
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from asrtrain.distributed.heartbeat import Heartbeat, wait_for_count
+from asrtrain.distributed.heartbeat import Heartbeat
+from asrtrain.distributed.membership import Membership, wait_for_all
 
 OPEN = "ck/open"
 STOP = "ck/stop"
@@ -28,8 +29,8 @@ STOP = "ck/stop"
 class PauseAgreement:
     """One learner's side of the checkpoint meetings (all store traffic off the step path)."""
 
-    def __init__(self, store: Any, rank: int, world_size: int, heartbeat: Heartbeat) -> None:
-        self.store, self.rank, self.world_size, self.heartbeat = store, rank, world_size, heartbeat
+    def __init__(self, store: Any, rank: int, members: Membership, heartbeat: Heartbeat) -> None:
+        self.store, self.rank, self.members, self.heartbeat = store, rank, members, heartbeat
         self.joined = 0  # the last checkpoint id this learner took part in (or saw cancelled)
         heartbeat.watch(OPEN)
 
@@ -54,14 +55,13 @@ class PauseAgreement:
         ident = int(seen) if seen else 0
         return ident if ident > self.joined else None
 
-    def join(self, ident: int, rounds: int, step: int, meanwhile: Any = None) -> tuple[int, int] | None:
-        """Take part in checkpoint ``ident``: wait for all; (the last gossip round, the main learner's step),
-        or None if it was cancelled."""
+    def join(self, ident: int, step: int, meanwhile: Any = None) -> int | None:
+        """Take part in checkpoint ``ident``: wait for every learner alive; the main learner's step,
+        or ``None`` if it was called off."""
         self.joined = ident
-        self.store.set(f"ck/{ident}/rounds/{self.rank}", str(rounds))
-        if self.rank == 0:
+        if self.members.is_main:
             self.store.set(f"ck/{ident}/step", str(step))
-        self.store.add(f"ck/{ident}/joined", 1)
+        self.store.set(f"ck/{ident}/joined/{self.rank}", "1")
         cancelled = f"ck/{ident}/cancel"
 
         def watch() -> None:
@@ -71,13 +71,12 @@ class PauseAgreement:
                 raise _Cancelled
 
         try:
-            wait_for_count(self.store, f"ck/{ident}/joined", self.world_size, self.heartbeat, meanwhile=watch)
+            wait_for_all(self.store, f"ck/{ident}/joined", self.members, self.heartbeat, meanwhile=watch)
         except _Cancelled:
             return None
         if self.store.check([cancelled]):
             return None
-        keys = [f"ck/{ident}/rounds/{r}" for r in range(self.world_size)]
-        return max(int(v) for v in self.store.multi_get(keys)), int(self.store.get(f"ck/{ident}/step"))
+        return int(self.store.get(f"ck/{ident}/step"))
 
     def cancel_open(self) -> None:
         """At the epoch's end: an open checkpoint that this learner will not join is called off."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -25,9 +26,10 @@ from asrtrain.distributed.base import Batches, Strategy
 from asrtrain.distributed.config import DistConfig
 from asrtrain.distributed.gossip import Gossip
 from asrtrain.distributed.groups import Layout, make_groups, resolve_group_size
-from asrtrain.distributed.heartbeat import Heartbeat, own_client, wait_for_count
+from asrtrain.distributed.heartbeat import CHECK_S, POLL_S, Heartbeat, own_client
 from asrtrain.distributed.launch import Placement
 from asrtrain.distributed.lockstep import Lockstep
+from asrtrain.distributed.membership import Membership, check_alive, wait_for_all
 from asrtrain.distributed.pause import PauseAgreement
 from asrtrain.distributed.worksharing import Hand
 
@@ -60,6 +62,7 @@ class DistributedStrategy(Strategy):
         self.groups = make_groups(self.layout, cfg.timeout_s)
         self.backend = dist.get_backend()
         self.heartbeat = Heartbeat(store, self.rank, self.world_size, cfg.timeout_s)
+        self.members = Membership(store, self.layout, cfg.elastic, cfg.min_learners)  # the compute thread's view
         self.gossip: Gossip | None = None
         self.ddp: nn.Module | None = None
         self.steps = 0
@@ -72,13 +75,22 @@ class DistributedStrategy(Strategy):
         self._own_weights = False  # resumed with each learner's own weights
         self._barriers = 0
         self._work_store = own_client(store)  # claims happen in the loader's prefetch thread
-        self.pauses = PauseAgreement(store, self.rank, self.world_size, self.heartbeat)
+        self._work_members = Membership(self._work_store, self.layout, cfg.elastic, cfg.min_learners)
+        self._rehanded: list[dict[str, Any]] = []  # pieces this (main) learner handed out again
+        self._reported: set[int] = set()  # departures already in the metrics
+        self.pauses = PauseAgreement(store, self.rank, self.members, self.heartbeat)
+        self._world: tuple[int, Any] = (0, None)  # (membership version, group of the learners alive)
         self._pause_after_step = 0  # members of a super-learner: the checkpoint agreed before this step
         lay = self.layout
         self.lockstep = Lockstep(self.groups.super, lay.group_size, lay.member, lay.ranks_of(lay.super_id)[0],
                                  self.control_device)
 
     # ----- what the loop asks ----------------------------------------------------------------
+    @property
+    def is_main(self) -> bool:
+        """The lowest rank alive (rank 0 unless it left an ``--elastic`` job)."""
+        return self.members.is_main
+
     @property
     def device(self) -> str:
         """This learner's GPU when the node has any (shared by several learners under gloo), else the CPU."""
@@ -120,7 +132,7 @@ class DistributedStrategy(Strategy):
                         dist.all_reduce(torch.zeros(1, device=self.device), group=grp)
             self.gossip = Gossip([p for p in model.parameters()], self.groups, self.store, self.heartbeat,
                                  self.cfg.topology, self.cfg.gossip_seed, self.cfg.reshuffle_every,
-                                 self.cfg.gossip_transport)
+                                 self.cfg.gossip_transport, self.cfg.elastic, self.cfg.min_learners)
             if self._resume_rounds is not None:
                 self._set_rounds(self._resume_rounds)
         return net
@@ -142,6 +154,52 @@ class DistributedStrategy(Strategy):
             hand.served(piece, end)
             yield x, y
 
+    def _owner(self) -> int | None:
+        return self.rank if self.cfg.elastic else None
+
+    def _wait_more(self) -> Any:
+        return self._wait_for_more if self.cfg.elastic else None
+
+    def _wait_for_more(self) -> bool:
+        """Out of work under ``--elastic``: until pieces are handed out again (True) or the epoch is
+        complete (False). The main learner sweeps what learners that left were holding."""
+        assert self.hand is not None
+        work, members = self.hand.work, self._work_members
+        mine = self.layout.ranks_of(self.layout.super_id)  # a super-learner is out of work as one
+        last_check = time.monotonic()
+        while work.done() < work.num_blocks:
+            self.heartbeat.touch()
+            if work.new_again():
+                work.set_idle(mine, False)
+                if not work.sweeping():
+                    return True
+            work.set_idle(mine, True)
+            members.refresh()
+            if members.is_main:
+                swept = work.sweep(members.live)
+                if swept:
+                    log.warning("rank %d: epoch %d: blocks handed out again (their learners left): %s",
+                                self.rank, work.epoch, [p.block for p in swept])
+                    self._rehanded.append({"epoch": work.epoch, "time": time.time(), "blocks": [p.block for p in swept]})
+            if time.monotonic() - last_check > CHECK_S:
+                check_alive(members, self.heartbeat)
+                last_check = time.monotonic()
+            time.sleep(POLL_S * 10)
+        return False
+
+    def learner_ranks(self) -> list[int]:
+        return list(self.members.live)
+
+    def events(self) -> list[dict[str, Any]]:
+        """Departures and re-handed blocks since the last call, for the main learner's metrics."""
+        self.members.refresh()
+        out = [{"event": "learner left", "rank": r, **self.members.gone[r]}
+               for r in sorted(self.members.gone) if r not in self._reported]
+        self._reported.update(self.members.gone)
+        out += [{"event": "blocks handed out again", **item} for item in self._rehanded]
+        self._rehanded = []
+        return out
+
     def blocks_handed_out(self) -> int | None:
         """Blocks of this epoch claimed by all super-learners, as of this learner's last claim.
 
@@ -162,7 +220,7 @@ class DistributedStrategy(Strategy):
             agreed = self.lockstep.agree(item is not None, 0 if item is None else real_frames(item[1]), ready,
                                          self.pauses.pending() or 0)
             if agreed.have == 0:
-                piece, any_piece = self.lockstep.claim(hand.work)
+                piece, any_piece = self.lockstep.claim(hand.work, hand.wait_more)
                 if not any_piece:
                     return
                 if piece is not None:
@@ -238,7 +296,7 @@ class DistributedStrategy(Strategy):
         return self.pauses.pending() is not None
 
     def pause(self, model: nn.Module, step: int) -> int | None:
-        """Join the open checkpoint: wait for all, drain gossip to the agreed round.
+        """Join the open checkpoint: wait for all, end gossip on the same round.
 
         Returns the main learner's step, or ``None`` if the checkpoint was called off.
         """
@@ -248,13 +306,11 @@ class DistributedStrategy(Strategy):
             self.hand.pause()
         if not ident:
             return None
-        rounds = 0 if self.gossip is None else self.gossip.started
-        joined = self.pauses.join(ident, rounds, step, meanwhile=self._keep_gossiping)
-        if joined is None:
+        main_step = self.pauses.join(ident, step, meanwhile=self._keep_gossiping)
+        if main_step is None:
             log.info("rank %d: checkpoint %d called off (a learner reached the end of the epoch)", self.rank, ident)
             return None
-        last, main_step = joined
-        self._run_gossip_to(last)
+        self._gossip_meet(f"ck/{ident}/gossip")
         return main_step
 
     def decide_stop(self, name: str) -> bool:
@@ -272,58 +328,64 @@ class DistributedStrategy(Strategy):
         if gossip.busy and gossip.ready() and self.layout.group_size == 1:
             gossip.take_delta()
 
-    def _run_gossip_to(self, last: int) -> None:
-        """Begin rounds up to ``last`` (the most any learner began) and apply every one."""
-        if self.gossip is None:
+    def _gossip_meet(self, key: str, meanwhile: Any = None) -> None:
+        """Agree with every learner alive on the round gossip ends with, and run to it.
+
+        Each posts how many rounds it began in the current membership version (a store
+        wait, not a collective: a learner still computing keeps gossiping with those
+        already here), then begins rounds up to the most any began and applies them
+        all. A learner leaving meanwhile changes the version: they meet again.
+        """
+        gossip = self.gossip
+        if gossip is None:
             return
-        while self.gossip.started < last:
-            self.gossip.drain()
-            self.gossip.begin_round()
-        self.gossip.drain()
+        while True:
+            self.members.refresh()
+            gossip.note_version(self.members.version)
+            version, begun = gossip.position()
+            self.store.set(f"{key}/{version}/{self.rank}", str(begun))
+            live = wait_for_all(self.store, f"{key}/{version}", self.members, self.heartbeat,
+                                meanwhile=meanwhile or self._keep_gossiping)
+            if self.members.version != version:
+                continue
+            target = max(int(v) for v in self.store.multi_get([f"{key}/{version}/{r}" for r in live]))
+            while gossip.position()[0] == version and gossip.position()[1] < target:
+                gossip.drain()
+                gossip.begin_round()
+            gossip.drain()
+            if gossip.position()[0] == version and self.members.version == version:
+                return
 
     def end_epoch(self, model: nn.Module, epoch: int) -> None:
         """Agree on the last gossip round, run exactly to it, then average all weights."""
         super().end_epoch(model, epoch)
         self._last_t = None
-        if self.gossip is not None:
-            self._run_gossip_to(self._agree_last_round(epoch))
-            self.stats.update(rounds=self.gossip.started, exchanged=self.gossip.exchanged,
-                              shared_memory=self.gossip.shared_rounds, gossip_s=round(self.gossip.comm_s, 3))
-        if self.cfg.global_average and self.layout.num_super > 1:
-            self.average(model)
-        self.stats.update(epoch=epoch, steps=self.epoch_steps, empty_steps=self.empty_steps)
-        self.heartbeat.free = True
-        log.info("rank %d epoch %d: %s", self.rank, epoch, self.stats)
-
-    def _agree_last_round(self, epoch: int) -> int:
-        """Publish this learner's round count, wait for all, return the maximum.
-
-        A store-based wait (not a blocking collective), so that a learner still
-        computing can keep gossiping with those already done, and a peer that dies
-        meanwhile is named by the heartbeat check.
-        """
-        gossip = self.gossip
-        assert gossip is not None
 
         def meanwhile() -> None:
             self._keep_gossiping()
             self.pauses.cancel_open()  # an open checkpoint: this learner will not join it
 
-        self.store.set(f"ep/{epoch}/rounds/{self.rank}", str(gossip.started))
-        done_key = f"ep/{epoch}/done"
-        self.store.add(done_key, 1)
-        wait_for_count(self.store, done_key, self.world_size, self.heartbeat, meanwhile=meanwhile)
-        keys = [f"ep/{epoch}/rounds/{r}" for r in range(self.world_size)]
-        return max(int(v) for v in self.store.multi_get(keys))
+        if self.gossip is not None:
+            self._gossip_meet(f"ep/{epoch}/gossip", meanwhile)
+            self.stats.update(rounds=self.gossip.started, exchanged=self.gossip.exchanged,
+                              shared_memory=self.gossip.shared_rounds, gossip_s=round(self.gossip.comm_s, 3))
+        if self.cfg.global_average and self.layout.num_super > 1:
+            self.average(model)
+        self.stats.update(epoch=epoch, steps=self.epoch_steps, empty_steps=self.empty_steps)
+        if self.members.gone:
+            self.stats["gone"] = sorted(self.members.gone)
+        self.heartbeat.free = True
+        log.info("rank %d epoch %d: %s", self.rank, epoch, self.stats)
 
     def average(self, model: nn.Module) -> None:
         """Replace every learner's weights by the mean over all learners."""
         import torch.distributed as dist
 
+        group, count = self._alive_group()
         with torch.no_grad():
             flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-            dist.all_reduce(flat)
-            flat /= self.world_size
+            dist.all_reduce(flat, group=group)
+            flat /= count
             offset = 0
             for p in model.parameters():
                 p.copy_(flat[offset:offset + p.numel()].view_as(p))
@@ -340,9 +402,28 @@ class DistributedStrategy(Strategy):
     def all_sum(self, values: list[float]) -> list[float]:
         import torch.distributed as dist
 
+        group, _ = self._alive_group()
         t = torch.tensor(values, dtype=torch.float64, device=self.control_device)
-        dist.all_reduce(t)
+        dist.all_reduce(t, group=group)
         return [float(v) for v in t.cpu()]
+
+    def _alive_group(self) -> tuple[Any, int]:
+        """The group of every learner alive (the default group until one leaves) and its size.
+
+        A group of the survivors is made by them alone (``use_local_synchronization``):
+        the learner that left cannot take part. Called by all survivors at the same
+        points (the epoch's end), in the same membership version.
+        """
+        import torch.distributed as dist
+
+        if not self.members.gone:
+            return None, self.world_size
+        version, group = self._world
+        if version != self.members.version:
+            group = dist.new_group(self.members.live, timeout=timedelta(seconds=self.cfg.timeout_s),
+                                   use_local_synchronization=True)
+            self._world = (self.members.version, group)
+        return group, len(self.members.live)
 
     def barrier(self) -> None:
         """Wait for every learner, as long as they are alive (the main one may be validating).
@@ -352,8 +433,8 @@ class DistributedStrategy(Strategy):
         """
         self._barriers += 1
         key = f"barrier/{self._barriers}"
-        self.store.add(key, 1)
-        wait_for_count(self.store, key, self.world_size, self.heartbeat)
+        self.store.set(f"{key}/{self.rank}", "1")
+        wait_for_all(self.store, key, self.members, self.heartbeat)
 
     @property
     def weights_agree(self) -> bool:
@@ -361,11 +442,12 @@ class DistributedStrategy(Strategy):
         return self.layout.num_super == 1 or self.cfg.global_average
 
     def state_dict(self, mid_epoch: bool = False) -> dict[str, Any]:
-        """Steps, gossip rounds, and whether learners' weights differ (mid-epoch: whenever there is gossip)."""
+        """Steps, gossip rounds begun, whether learners' weights differ (mid-epoch: whenever there is
+        gossip), and who left the job (``--elastic``)."""
         differ = not self.weights_agree or (mid_epoch and self.layout.num_super > 1)
+        rounds = 0 if self.gossip is None else self.gossip.position()[1]
         return {"strategy": self.name, "world_size": self.world_size, "group_size": self.layout.group_size,
-                "steps": self.steps, "rounds": 0 if self.gossip is None else self.gossip.started,
-                "own_weights": differ}
+                "steps": self.steps, "rounds": rounds, "own_weights": differ, "gone": sorted(self.members.gone)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Steps and gossip rounds of a checkpoint of the same job shape (checked by the restore)."""
@@ -378,8 +460,9 @@ class DistributedStrategy(Strategy):
             self._set_rounds(rounds)
 
     def _set_rounds(self, rounds: int) -> None:
+        """Resume the ring where it was: the next round is number ``rounds`` (of a fresh store's version 0)."""
         assert self.gossip is not None and not self.gossip.busy
-        self.gossip.started = self.gossip.finished = rounds
+        self.gossip.resume_at(rounds)
 
     def close(self) -> None:
         if self.gossip is not None:

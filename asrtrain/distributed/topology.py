@@ -85,3 +85,11 @@ def spectral_gap(n: int, topology: str = "ring", seed: int = 0, reshuffle_every:
     mean = sum(mixing_matrix(matching(n, r, topology, seed, reshuffle_every)) for r in range(rounds)) / rounds
     eig = np.sort(np.abs(np.linalg.eigvalsh(mean)))[::-1]
     return float(1.0 - eig[1])
+
+
+def partner_among(nodes: list[int], me: int, rnd: int, topology: str = "ring", seed: int = 0,
+                  reshuffle_every: int = 4) -> int | None:
+    """``me``'s partner in round ``rnd`` of the ring over ``nodes`` (the super-learners alive, in
+    order): the same matching as :func:`matching`, on positions in that list; ``None``: sits out."""
+    partner = matching(len(nodes), rnd, topology, seed, reshuffle_every)[nodes.index(me)]
+    return None if partner is None else nodes[partner]

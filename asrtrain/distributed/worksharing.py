@@ -14,6 +14,13 @@ first. The members of a super-learner claim together: member 0 takes
 in order, the first one trained up to a known chunk. A run stopped at a step
 boundary therefore knows exactly what is done, what is half done and what was
 claimed but not started, so a resumed epoch trains every chunk once.
+
+Under ``--elastic`` every claim records its owner, and a learner out of work waits
+(idle) until the epoch is complete or work appears again: when every learner alive
+is idle and pieces are neither finished nor held by one of them (their owner left
+the job), the main learner *sweeps* them onto the again-list. A sweep and a claim
+never cross: a learner leaves idle before it looks for a sweep, the sweeper marks
+its sweep before it looks at who is idle.
 """
 
 from __future__ import annotations
@@ -30,8 +37,8 @@ from asrtrain.data.loader import Piece
 class EpochWork:
     """One epoch's work in the store: a counter of new positions, pieces handed out again, pieces done."""
 
-    def __init__(self, store: Any, epoch: int, order: Sequence[int]) -> None:
-        self.store, self.epoch = store, epoch
+    def __init__(self, store: Any, epoch: int, order: Sequence[int], owner: int | None = None) -> None:
+        self.store, self.epoch, self.owner = store, epoch, owner  # owner: this rank, when claims are recorded
         self.order = [int(b) for b in order]
         self.num_blocks = len(self.order)
         self.key = f"ws/{epoch}"
@@ -44,12 +51,61 @@ class EpochWork:
         while self._cursor < again:
             k, self._cursor = self._cursor, self._cursor + 1
             if int(self.store.add(f"{self.key}/again/{k}/taken", 1)) == 1:
-                return Piece(**json.loads(self.store.get(f"{self.key}/again/{k}")))
+                return self._owned(Piece(**json.loads(self.store.get(f"{self.key}/again/{k}"))))
         pos = int(self.store.add(f"{self.key}/next", 1)) - 1
         self.handed_out = min(pos + 1, self.num_blocks)
         if pos >= self.num_blocks:
             return None
-        return Piece(pos, self.order[pos])
+        return self._owned(Piece(pos, self.order[pos]))
+
+    def _owned(self, piece: Piece) -> Piece:
+        if self.owner is not None:
+            self.store.set(f"{self.key}/owner/{piece.pos}", json.dumps({"rank": self.owner, "start": piece.start}))
+        return piece
+
+    def new_again(self) -> bool:
+        """Whether pieces were handed out again since this learner last looked."""
+        return int(self.store.add(f"{self.key}/again", 0)) > self._cursor
+
+    def set_idle(self, ranks: Sequence[int], idle: bool) -> None:
+        """These learners (one, or the members of a super-learner) are out of work, or not any more."""
+        for r in ranks:
+            if idle:
+                self.store.set(f"{self.key}/idle/{r}", "1")
+            elif self.store.check([f"{self.key}/idle/{r}"]):
+                self.store.delete_key(f"{self.key}/idle/{r}")
+
+    def sweeping(self) -> bool:
+        return self.store.check([f"{self.key}/sweeping"])
+
+    def sweep(self, live: Sequence[int]) -> list[Piece]:
+        """The main learner: if every learner alive is idle, hand out again what nobody alive holds."""
+        self.store.set(f"{self.key}/sweeping", "1")
+        try:
+            if not self.store.check([f"{self.key}/idle/{r}" for r in live]):
+                return []
+            pieces = self.orphans(live)
+            if pieces:
+                self.hand_again(pieces)
+            return pieces
+        finally:
+            self.store.delete_key(f"{self.key}/sweeping")
+
+    def orphans(self, live: Sequence[int]) -> list[Piece]:
+        """Pieces handed out, not finished, not on the again-list, and whose owner is not alive."""
+        n = int(self.store.add(f"{self.key}/again", 0))
+        waiting = {json.loads(self.store.get(f"{self.key}/again/{k}"))["pos"] for k in range(n)
+                   if int(self.store.add(f"{self.key}/again/{k}/taken", 0)) == 0}
+        out = []
+        for pos in range(min(int(self.store.add(f"{self.key}/next", 0)), self.num_blocks)):
+            if pos in waiting or self.store.check([f"{self.key}/fin/{pos}"]):
+                continue
+            owner: dict[str, Any] = {"rank": None, "start": 0}  # claimed by one that left before saying so
+            if self.store.check([f"{self.key}/owner/{pos}"]):
+                owner = json.loads(self.store.get(f"{self.key}/owner/{pos}"))
+            if owner["rank"] not in live:
+                out.append(Piece(pos, self.order[pos], int(owner["start"])))
+        return out
 
     def finish(self, piece: Piece) -> None:
         """``piece`` is trained to the end of its block."""
@@ -67,11 +123,14 @@ class EpochWork:
             self.store.set(f"{self.key}/again/{k}", json.dumps(asdict(piece)))
         self.store.add(f"{self.key}/again", len(pieces))
 
-    def snapshot(self) -> dict[str, Any]:
-        """The store's side of the epoch (read while every learner is paused)."""
+    def snapshot(self, live: Sequence[int] | None = None) -> dict[str, Any]:
+        """The store's side of the epoch (read while every learner is paused); with ``live`` (elastic),
+        the pieces of learners that left go on the again-list too."""
         n = int(self.store.add(f"{self.key}/again", 0))
         open_again = [json.loads(self.store.get(f"{self.key}/again/{k}")) for k in range(n)
                       if int(self.store.add(f"{self.key}/again/{k}/taken", 0)) == 0]
+        if live is not None:
+            open_again += [asdict(p) for p in self.orphans(live)]
         return {"epoch": self.epoch, "next": min(int(self.store.add(f"{self.key}/next", 0)), self.num_blocks),
                 "done": self.done(), "again": open_again}
 
@@ -89,9 +148,11 @@ class Hand:
     batch ahead (a device prefetch) must not make a batch count as trained.
     """
 
-    def __init__(self, work: EpochWork, block_length: Any, pieces: Sequence[Piece] = ()) -> None:
+    def __init__(self, work: EpochWork, block_length: Any, pieces: Sequence[Piece] = (),
+                 wait_more: Any = None) -> None:
         self.work = work
         self.block_length = block_length
+        self.wait_more = wait_more  # elastic: blocks until work appears again (True) or the epoch is complete
         self.pieces: list[Piece] = list(pieces)
         self.finished = 0  # pieces this learner finished this epoch
         self._served: deque[tuple[Piece, int] | None] = deque()
@@ -99,9 +160,12 @@ class Hand:
     def feed(self) -> Iterator[Piece]:
         """Pieces for the loader: those in hand first (resumed), then new claims, kept in hand."""
         yield from list(self.pieces)
-        while (piece := self.work.claim()) is not None:
-            self.pieces.append(piece)
-            yield piece
+        while True:
+            while (piece := self.work.claim()) is not None:
+                self.pieces.append(piece)
+                yield piece
+            if self.wait_more is None or not self.wait_more():
+                return
 
     def take(self, piece: Piece) -> None:
         """A piece given from outside (a super-learner's member 0 claimed it for this member)."""

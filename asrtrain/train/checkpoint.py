@@ -135,24 +135,26 @@ def save_learner_state(exp: Path, name: str, rank: int, state: dict[str, Any]) -
     return path
 
 
-def _collect_learners(exp: Path, name: str, learners: int, into: Path) -> None:
+def _collect_learners(exp: Path, name: str, ranks: list[int], into: Path) -> None:
     """Move every learner's staged file into the checkpoint being written."""
     stage = staging_dir(exp, name)
-    missing = [r for r in range(learners) if not (stage / learner_file(r)).is_file()]
+    missing = [r for r in ranks if not (stage / learner_file(r)).is_file()]
     if missing:
         raise AsrtrainError(f"checkpoint {name}: no state from learner rank(s) "
                             f"{', '.join(map(str, missing))}", stage)
-    for r in range(learners):
+    for r in ranks:
         os.replace(stage / learner_file(r), into / learner_file(r))
 
 
 def save_checkpoint(exp: Path, name: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    trainer_state: dict[str, Any], learners: int = 1) -> Path:
+                    trainer_state: dict[str, Any], learners: int | list[int] = 1) -> Path:
     """Write ``checkpoints/<name>/`` atomically and return its path.
 
-    With ``learners`` > 1 every learner's staged file must be there already
+    ``learners``: how many (ranks 0..n-1), or which ranks (some left an elastic job).
+    With several, every learner's staged file must be there already
     (:func:`save_learner_state`); they move in before the directory gets its name.
     """
+    ranks = list(range(learners)) if isinstance(learners, int) else list(learners)
     final = checkpoint_dir(exp) / name
     with atomic_path(final) as tmp:
         tmp.mkdir(parents=True)
@@ -161,10 +163,11 @@ def save_checkpoint(exp: Path, name: str, model: torch.nn.Module, optimizer: tor
         if pause > 0:
             time.sleep(pause)
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save({**trainer_state, "learners": learners, "rng": rng_state()}, tmp / "trainer.pt")
-        if learners > 1:
-            _collect_learners(exp, name, learners, tmp)
-    if learners > 1:
+        torch.save({**trainer_state, "learners": len(ranks), "learner_ranks": ranks, "rng": rng_state()},
+                   tmp / "trainer.pt")
+        if ranks != [0]:
+            _collect_learners(exp, name, ranks, tmp)
+    if ranks != [0]:
         shutil.rmtree(staging_dir(exp, name), ignore_errors=True)
     log.info("checkpoint %s written", final)
     return final
@@ -266,6 +269,7 @@ def save(exp: Path, name: str, model: torch.nn.Module, optimizer: torch.optim.Op
     """
     mid_epoch = trainer_state.get("mid_epoch") is not None
     strategy_state = strategy.state_dict(mid_epoch=mid_epoch)
+    ranks = strategy.learner_ranks()
     if strategy.world_size > 1:
         mine: dict[str, Any] = {"optimizer": optimizer.state_dict(), "step": trainer_state["step"],
                                 "strategy": strategy_state, "world_size": strategy.world_size, **own}
@@ -276,7 +280,7 @@ def save(exp: Path, name: str, model: torch.nn.Module, optimizer: torch.optim.Op
     path = None
     if strategy.is_main:
         path = save_checkpoint(exp, name, model, optimizer, {**trainer_state, **own, "strategy": strategy_state},
-                               learners=strategy.world_size)
+                               learners=ranks)
         prune_checkpoints(exp, keep)
         strategy.decide_stop(name)
     strategy.barrier()

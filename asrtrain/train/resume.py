@@ -67,14 +67,14 @@ def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     if saved_model is not None and saved_model != model_config:
         raise ConfigError(f"the checkpoint's model {saved_model} differs from the one asked for "
                           f"{model_config}; use a new EXP or --no-resume", path)
-    then = int(trainer.get("learners", 1))
+    ranks = _ranks(trainer)
     if _same_shape(trainer, strategy):
         own = dict(trainer, model=state["model"], optimizer=state["optimizer"])
-        if then > 1:
+        if len(ranks) > 1:
             own.update(load_learner_state(path, strategy.rank))
     else:
-        own = _merged(path, state, then, strategy)
-        log.warning("%s", resize_note(trainer, then, strategy.world_size, strategy.name))
+        own = _merged(path, state, ranks, strategy)
+        log.warning("%s", resize_note(trainer, len(ranks), strategy.world_size, strategy.name))
     model.load_state_dict(own["model"])
     optimizer.load_state_dict(own["optimizer"])
     set_rng_state(own["rng"])
@@ -87,23 +87,28 @@ def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                     trainer.get("mid_epoch"), own.get("epoch_totals"))
 
 
+def _ranks(trainer: dict[str, Any]) -> list[int]:
+    """The learners whose state the checkpoint holds (fewer than the job had if some left it)."""
+    return list(trainer.get("learner_ranks", range(int(trainer.get("learners", 1)))))
+
+
 def _same_shape(trainer: dict[str, Any], strategy: Strategy) -> bool:
     """Whether this job can take back every learner's own state (same learners, same super-learners)."""
     saved = trainer.get("strategy", {})
     now = strategy.state_dict()
     name = now.get("strategy", strategy.name)
-    return (int(trainer.get("learners", 1)) == strategy.world_size and saved.get("strategy", name) == name
+    return (_ranks(trainer) == list(range(strategy.world_size)) and saved.get("strategy", name) == name
             and saved.get("group_size", 1) == now.get("group_size", 1))
 
 
-def _merged(path: Path, state: dict[str, Any], then: int, strategy: Strategy) -> dict[str, Any]:
+def _merged(path: Path, state: dict[str, Any], ranks: list[int], strategy: Strategy) -> dict[str, Any]:
     """One state for every learner of a job of another shape (see the module's docstring)."""
     trainer = state["trainer"]
-    learners = [load_learner_state(path, r) for r in range(then)] if then > 1 else [dict(trainer, **state)]
-    differ = trainer.get("strategy", {}).get("own_weights", False) and then > 1
+    learners = [load_learner_state(path, r) for r in ranks] if len(ranks) > 1 else [dict(trainer, **state)]
+    differ = trainer.get("strategy", {}).get("own_weights", False) and len(ranks) > 1
     model = _mean([s["model"] for s in learners]) if differ else state["model"]
     optimizer = _mean_momentum(state["optimizer"], [s["optimizer"] for s in learners])
-    mine = learners[strategy.rank] if strategy.rank < len(learners) else learners[0]
+    mine = learners[ranks.index(strategy.rank)] if strategy.rank in ranks else learners[0]
     merged: dict[str, Any] = {"model": model, "optimizer": optimizer, "rng": mine["rng"], "step": int(trainer["step"]),
                               "strategy": {"rounds": max(int(s.get("strategy", {}).get("rounds", 0)) for s in learners)}}
     work = trainer.get("work")
@@ -162,9 +167,10 @@ def describe(exp: Path, world: int, strategy: str, group_size: int) -> str:
     if path is None:
         return "none"
     trainer = load_checkpoint(path)["trainer"]
-    then = int(trainer.get("learners", 1))
+    ranks = _ranks(trainer)
     saved = trainer.get("strategy", {})
     where = str(path) + (f" (epoch {trainer['mid_epoch']} in progress)" if trainer.get("mid_epoch") else "")
-    if then == world and saved.get("strategy", strategy) == strategy and saved.get("group_size", 1) == group_size:
+    if ranks == list(range(world)) and saved.get("strategy", strategy) == strategy and \
+            saved.get("group_size", 1) == group_size:
         return f"{where}: every learner takes back its own state"
-    return f"{where}: {resize_note(trainer, then, world, strategy)}"
+    return f"{where}: {resize_note(trainer, len(ranks), world, strategy)}"

@@ -99,6 +99,7 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.last_good: Path | None = None
         self._resumed_totals: list[float] | None = None  # a mid-epoch checkpoint's running totals
+        self.metrics: MetricsLog | None = None  # the main learner's metrics.jsonl
         self._restore()
 
     def _restore(self) -> None:
@@ -117,14 +118,14 @@ class Trainer:
     def fit(self, hooks: Hooks | None = None) -> TrainResult:
         """Run the remaining epochs; the main learner writes metrics, checkpoints and ``final.pt``."""
         cfg, strategy, hooks = self.cfg, self.strategy, hooks or Hooks()
-        metrics = MetricsLog(cfg.exp / "metrics.jsonl", resume_epoch=self.start_epoch - 1,
-                             resume_step=self.step) if strategy.is_main else None
+        self.metrics = MetricsLog(cfg.exp / "metrics.jsonl", resume_epoch=self.start_epoch - 1,
+                                  resume_step=self.step) if strategy.is_main else None
         net = strategy.wrap(self.model)
         self.model.train()
         hooks.start(self)
         try:
             for epoch in range(self.start_epoch, cfg.epochs + 1):
-                *totals, seconds = self.train_epoch(net, epoch, metrics, hooks)
+                *totals, seconds = self.train_epoch(net, epoch, hooks)
                 strategy.end_epoch(self.model, epoch)
                 if self.valid is not None:
                     totals += held_out(self.model, self.valid, strategy, cfg.valid_batch, self.device, self.dtype)
@@ -132,17 +133,16 @@ class Trainer:
                 row = epoch_row(epoch, self.step, self.schedule.lr(epoch), sums[:4], seconds)
                 if self.valid is not None:
                     row.update(held_out_row(sums[4:]))
-                self.end_epoch(epoch, row, metrics, stop_after=epoch < cfg.epochs)
+                self.end_epoch(epoch, row, stop_after=epoch < cfg.epochs)
                 hooks.end_epoch(self, row)
             final = self._write_final() if strategy.is_main else None
         finally:
-            if metrics is not None:
-                metrics.close()
+            if self.metrics is not None:
+                self.metrics.close()
         return TrainResult(exp=cfg.exp, final_path=final, start_epoch=self.start_epoch,
                            epochs_done=cfg.epochs, steps=self.step, history=list(self.history))
 
-    def train_epoch(self, net: torch.nn.Module, epoch: int, metrics: MetricsLog | None,
-                    hooks: Hooks) -> list[float]:
+    def train_epoch(self, net: torch.nn.Module, epoch: int, hooks: Hooks) -> list[float]:
         """Every batch the strategy serves this learner; returns [loss, frames, correct, steps, seconds]."""
         totals, self._resumed_totals = self._resumed_totals or [0.0] * 5, None
         window, started, shown = StepWindow(), time.perf_counter() - totals[4], 0.0
@@ -160,8 +160,8 @@ class Trainer:
                         totals[3] += 1
                         if self.step % self.cfg.log_every == 0:
                             shown = self._read_figures(epoch, totals, window)
-                            if metrics is not None:
-                                metrics.write("step", **window.row(self.step, epoch, lr))
+                            if self.metrics is not None:
+                                self.metrics.write("step", **window.row(self.step, epoch, lr))
                         bar.show(self.step, lr, shown, totals[1] + self.figures.frames, time.perf_counter() - started)
                         if self.strategy.pause_wanted(self.strategy.is_main and self.saves.due(self.step)):
                             paused = True
@@ -213,11 +213,15 @@ class Trainer:
         own = {"work": self.strategy.work_state(), "epoch_totals": list(totals)}
         self._save(name, {"epoch": epoch - 1, "mid_epoch": epoch}, own, stop_after=True)
 
-    def end_epoch(self, epoch: int, row: dict[str, Any], metrics: MetricsLog | None, stop_after: bool) -> None:
-        """The epoch row in the metrics and the log, then the checkpoint (every learner's part)."""
-        if metrics is not None:
-            self.history.append(row)
-            metrics.write("epoch", **row)
+    def end_epoch(self, epoch: int, row: dict[str, Any], stop_after: bool) -> None:
+        """The epoch row (and what happened to the job) in the metrics and the log, then the checkpoint."""
+        self.history.append(row)  # on every learner: whoever is main later has it all
+        if self.strategy.is_main:
+            if self.metrics is None:  # main since the main learner left the job
+                self.metrics = MetricsLog(self.cfg.exp / "metrics.jsonl")
+            for event in self.strategy.events():
+                self.metrics.write("event", **{"epoch": epoch, **event})
+            self.metrics.write("epoch", **row)
             log.info("%s", epoch_summary(row))
         self._save(checkpoint.checkpoint_name(epoch), {"epoch": epoch}, {}, stop_after)
 

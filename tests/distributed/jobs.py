@@ -115,7 +115,7 @@ class ChunkLog(Hooks):
     def start(self, trainer: Any) -> None:
         path = Path(self.log_dir) / f"rank{trainer.strategy.rank}.log"
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the run
-        self._file.write(f"start {trainer.step}\n")
+        self._file.write(f"start {trainer.step} {os.getpid()}\n")
         self._file.flush()
 
     def after_step(self, trainer: Any, x: Any, y: Any, lr: float) -> None:
@@ -143,6 +143,8 @@ def trained_chunks(log_dir: Path) -> dict[int, list[str]]:
         runs: list[tuple[int, list[tuple[int, int, str]]]] = []
         for line in path.read_text().splitlines():
             parts = line.split()
+            if not parts:
+                continue
             if parts[0] == "start":
                 runs.append((int(parts[1]), []))
             elif len(parts) == 3:  # a line cut by the kill has fewer parts
@@ -189,20 +191,30 @@ def scenarios(runs: list[tuple[str, dict[str, Any], TrainConfig, Recorder]]) -> 
 
 
 def chunks_main(argv: list[str]) -> None:
-    """``jobs.py chunks TRAIN EXP LOGDIR STRATEGY NPROC [SAVE_EVERY_STEPS] [EPOCHS]``: ``asrtrain train``'s
-    own call (``run``) with a :class:`ChunkLog`; exits 75 when preempted, as the CLI does."""
+    """``jobs.py chunks TRAIN EXP LOGDIR STRATEGY NPROC [options]``: ``asrtrain train``'s own call
+    (``run``) with a :class:`ChunkLog`; exits 75 when preempted, as the CLI does."""
     from asrtrain.core.errors import AsrtrainError
     from asrtrain.distributed.config import DistConfig
     from asrtrain.train.run import run
 
-    train, exp, log_dir, strategy, nproc, *rest = argv
-    every = int(rest[0]) if rest else 5
-    epochs = int(rest[1]) if len(rest) > 1 else 2
+    parser = argparse.ArgumentParser()
+    for name in ("train", "exp", "log_dir", "strategy"):
+        parser.add_argument(name)
+    parser.add_argument("nproc", type=int)
+    parser.add_argument("--every", type=int, default=5, help="mid-epoch checkpoint every N steps")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=None, help="default: 2 chunks a learner")
+    parser.add_argument("--valid", default=None)
+    parser.add_argument("--elastic", action="store_true")
+    parser.add_argument("--group-size", type=int, default=None)
+    args = parser.parse_args(argv)
     # 2 chunks a learner a step: 4 steps a block of 8, so checkpoints fall in the middle of blocks
-    cfg = tiny_config(Path(train), Path(exp), epochs=epochs, batch=2 * int(nproc), save_every_steps=every,
-                      momentum=0.9)
+    cfg = tiny_config(Path(args.train), Path(args.exp), epochs=args.epochs, batch=args.batch or 2 * args.nproc,
+                      save_every_steps=args.every, momentum=0.9, valid=args.valid)
+    dist = DistConfig(args.strategy, nproc=args.nproc, timeout_s=20.0, elastic=args.elastic,
+                      group_size=args.group_size)
     try:
-        run(cfg, DistConfig(strategy, nproc=int(nproc), timeout_s=20.0), hooks=ChunkLog(log_dir))
+        run(cfg, dist, hooks=ChunkLog(args.log_dir))
     except AsrtrainError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None

@@ -58,8 +58,8 @@ def _wait_for_new_mid_epoch(exp: Path, proc: subprocess.Popen, seen: set[str], l
     return False
 
 
-def _chunks_job(train: Path, exp: Path, logs: Path, strategy: str, nproc: int) -> list[str]:
-    return [sys.executable, str(JOB), "chunks", str(train), str(exp), str(logs), strategy, str(nproc), "5", "2"]
+def _chunks_job(train: Path, exp: Path, logs: Path, strategy: str, nproc: int, *options: str) -> list[str]:
+    return [sys.executable, str(JOB), "chunks", str(train), str(exp), str(logs), strategy, str(nproc), *options]
 
 
 def _kill_and_resume(train: Path, root: Path, strategy: str, nproc: int, kills: int, seed: int) -> tuple[Path, list[str]]:

@@ -1,0 +1,149 @@
+"""``--elastic``: a learner (or a whole super-learner) SIGKILLed mid-epoch, and the others train on.
+
+The job is ``asrtrain train``'s own call (``jobs.py chunks``, with a hook that logs
+every trained chunk and each learner's pid); the test kills one learner from
+outside once it is well into epoch 2.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from jobs import chunk_hash  # noqa: E402
+from test_cluster_life import _chunks_job, _env  # noqa: E402
+
+from asrtrain.data.archive import Archive  # noqa: E402
+from asrtrain.train.metrics import read_metrics  # noqa: E402
+
+BLOCK = 8  # jobs.tiny_config's block of chunks
+
+
+def _blocks(train: Path) -> dict[str, int]:
+    """Each chunk's block, by the chunk's features."""
+    feats, _ = Archive(train).read_chunks(0, Archive(train).num_chunks)
+    return {chunk_hash(torch.from_numpy(np.asarray(f))): i // BLOCK for i, f in enumerate(feats)}
+
+
+def _log(logs: Path, rank: int) -> list[list[str]]:
+    path = logs / f"rank{rank}.log"
+    return [line.split() for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def _kill_when_in_epoch(logs: Path, victim: int, epoch: int, steps: int, proc: subprocess.Popen,
+                        how: int = signal.SIGKILL) -> float:
+    """Signal learner ``victim`` (SIGKILL, or SIGSTOP for a hung one) once it has logged ``steps``
+    chunks of ``epoch``; returns when."""
+    end = time.monotonic() + 240
+    while time.monotonic() < end and proc.poll() is None:
+        lines = _log(logs, victim)
+        if sum(1 for parts in lines if len(parts) == 3 and parts[0] == str(epoch)) >= steps:
+            pid = int(next(parts for parts in lines if parts[0] == "start")[2])
+            os.kill(pid, how)
+            return time.time()
+        time.sleep(0.02)
+    raise AssertionError(f"learner rank {victim} never reached {steps} chunks of epoch {epoch}")
+
+
+def _trained(logs: Path, ranks: range) -> dict[int, dict[int, Counter]]:
+    """epoch -> rank -> Counter of chunk digests that rank trained."""
+    out: dict[int, dict[int, Counter]] = defaultdict(lambda: defaultdict(Counter))
+    for r in ranks:
+        for parts in _log(logs, r):
+            if len(parts) == 3 and parts[0] != "start":
+                out[int(parts[0])][r][parts[2]] += 1
+    return out
+
+
+def _check_epochs(train: Path, logs: Path, world: int, victims: list[int], killed_epoch: int) -> None:
+    """Every block of every epoch trained to its end by exactly one learner, no chunk twice by the
+    learners alive; in the epoch of the kill the victims' unfinished blocks were trained again."""
+    block_of = _blocks(train)
+    sizes = Counter(block_of.values())
+    trained = _trained(logs, range(world))
+    assert sorted(trained) == [1, 2, 3]
+    for epoch, by_rank in trained.items():
+        alive = Counter()
+        for r, chunks in by_rank.items():
+            if epoch < killed_epoch or r not in victims:
+                alive.update(chunks)
+        assert max(alive.values()) == 1, f"epoch {epoch}: a chunk trained twice"
+        complete = Counter()
+        for chunks in by_rank.values():
+            per_block = Counter(block_of[d] for d in chunks)
+            complete.update(b for b, n in per_block.items() if n == sizes[b])
+        assert set(complete) == set(sizes), f"epoch {epoch}: blocks never trained to their end"
+        assert max(complete.values()) == 1, f"epoch {epoch}: a block trained to its end twice"
+        if epoch != killed_epoch:
+            assert set(alive) == set(block_of), f"epoch {epoch}: chunks missing"
+
+
+def _elastic_run(long_archives, tmp_path: Path, strategy: str, victims: list[int], *options: str,
+                 how: int = signal.SIGKILL) -> dict:
+    train, valid = long_archives
+    common = ("--epochs", "3", "--batch", "12", "--valid", str(valid), "--every", "1000", *options)
+    ref_logs, logs = tmp_path / "ref_logs", tmp_path / "logs"
+    ref_logs.mkdir()
+    logs.mkdir()
+    ref = subprocess.run(_chunks_job(train, tmp_path / "ref", ref_logs, strategy, 4, *common), env=_env(),
+                         capture_output=True, text=True, timeout=600)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    job = subprocess.Popen(_chunks_job(train, tmp_path / "exp", logs, strategy, 4, *common, "--elastic"),
+                           env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    killed_at = _kill_when_in_epoch(logs, victims[0], epoch=2, steps=30, proc=job, how=how)
+    out, _ = job.communicate(timeout=600)
+    assert job.returncode == 0, out[-3000:]  # the others finished the run: no restart
+    rows = read_metrics(tmp_path / "exp" / "metrics.jsonl")
+    ref_rows = read_metrics(tmp_path / "ref" / "metrics.jsonl")
+    return {"out": out, "rows": rows, "ref_rows": ref_rows, "killed_at": killed_at, "logs": logs, "train": train}
+
+
+def _epochs(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["kind"] == "epoch"]
+
+
+@pytest.mark.slow  # two runs of 4 learners (~60 s; ~90 s with the hung learner's timeout)
+@pytest.mark.parametrize("how,within,loss_rel", [(signal.SIGKILL, 5.0, 0.05), (signal.SIGSTOP, 45.0, 0.15)],
+                         ids=["killed", "hung"])
+def test_adpsgd_learner_lost_mid_epoch_the_others_finish(long_archives, tmp_path, how, within, loss_rel):
+    """Killed: the launcher sees the process end. Hung (SIGSTOP): its heartbeat stops and it is declared
+    gone after the timeout (20 s), during which its partners' rounds wait: more drift, a wider margin."""
+    run = _elastic_run(long_archives, tmp_path, "adpsgd", [2], how=how)
+    rows, ref = _epochs(run["rows"]), _epochs(run["ref_rows"])
+    assert [r["epoch"] for r in rows] == [1, 2, 3]
+    left = [r for r in run["rows"] if r["kind"] == "event" and r["event"] == "learner left"]
+    assert [(e["rank"], e["epoch"]) for e in left] == [(2, 2)]
+    rehanded = [r for r in run["rows"] if r["kind"] == "event" and r["event"] == "blocks handed out again"]
+    assert rehanded and all(e["epoch"] == 2 and e["blocks"] for e in rehanded)
+    detected = left[0]["time"] - run["killed_at"]
+    print(f"ADPSGD: learner 2 ({signal.Signals(how).name}) declared gone {detected:.2f} s after; re-handed blocks "
+          f"{[b for e in rehanded for b in e['blocks']]}; held-out loss {rows[-1]['valid_loss']:.4f} "
+          f"vs {ref[-1]['valid_loss']:.4f} undisturbed")
+    assert 0 <= detected < within
+    _check_epochs(run["train"], run["logs"], 4, [2], killed_epoch=2)
+    assert rows[-1]["valid_loss"] == pytest.approx(ref[-1]["valid_loss"], rel=loss_rel)
+    assert rows[2]["train_frames"] == ref[2]["train_frames"]  # the last epoch: three learners, every frame once
+
+
+@pytest.mark.slow  # two runs of 4 learners (~60 s)
+def test_h_adpsgd_super_learner_lost_the_other_finishes(long_archives, tmp_path):
+    # rank 3 is killed; its sibling rank 2 cannot step alone and leaves: super-learner 1 is lost
+    run = _elastic_run(long_archives, tmp_path, "h-adpsgd", [3, 2], "--group-size", "2")
+    rows, ref = _epochs(run["rows"]), _epochs(run["ref_rows"])
+    assert [r["epoch"] for r in rows] == [1, 2, 3]
+    left = sorted(r["rank"] for r in run["rows"] if r["kind"] == "event" and r["event"] == "learner left")
+    assert left == [2, 3]
+    _check_epochs(run["train"], run["logs"], 4, [2, 3], killed_epoch=2)
+    print(f"H-ADPSGD: held-out loss {rows[-1]['valid_loss']:.4f} vs {ref[-1]['valid_loss']:.4f} undisturbed")
+    assert rows[-1]["valid_loss"] == pytest.approx(ref[-1]["valid_loss"], rel=0.05)
