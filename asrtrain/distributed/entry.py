@@ -131,6 +131,8 @@ def layout_plan(dist_cfg: DistConfig, rounds: int = 4) -> dict[str, Any]:
         "backend": dist_cfg.backend,
         "timeout_s": dist_cfg.timeout_s,
         "global_average": dist_cfg.global_average,
+        "elastic": (f"yes: learners that die are left behind while at least "
+                    f"{dist_cfg.min_learners or -(-world // 2)} are alive" if dist_cfg.elastic else "no"),
     })
     if n > 1:
         topo = (dist_cfg.topology, dist_cfg.gossip_seed, dist_cfg.reshuffle_every)

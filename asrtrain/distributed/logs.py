@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from asrtrain.core.errors import Preempted
+
 LOGGER = "asrtrain"
 CONSOLE_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 CONSOLE_DATE = "%H:%M:%S"
@@ -105,6 +107,10 @@ def learner_logging(spec: LogSpec | None, rank: int) -> Iterator[Path | None]:
     logger.propagate = False
     try:
         yield path
+    except Preempted as exc:  # not a failure: no traceback
+        own.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, "learner rank %d: %s", (rank, exc),
+                                     None))
+        raise
     except BaseException as exc:  # the traceback goes to the rank's file; the console says one line
         own.handle(logger.makeRecord(logger.name, logging.ERROR, __file__, 0, "learner rank %d stopped: %s",
                                      (rank, exc), sys.exc_info()))

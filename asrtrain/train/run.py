@@ -42,6 +42,13 @@ def run(cfg: TrainConfig, dist_cfg: DistConfig, main_log: Path | None = None,
     return run_job(learner, dist_cfg, cfg, hooks, seed=cfg.seed, logs=logs)
 
 
+def _save_policy(cfg: TrainConfig) -> str:
+    every = [f"{cfg.save_every_minutes:g} min" if cfg.save_every_minutes else "",
+             f"{cfg.save_every_steps} steps" if cfg.save_every_steps else ""]
+    every = [e for e in every if e]
+    return ("every " + " or ".join(every) if every else "none") + "; on SIGTERM/SIGUSR1 one, then exit 75"
+
+
 def plan(cfg: TrainConfig, dist_cfg: DistConfig) -> dict[str, Any]:
     """What ``run`` would do, without starting anything (``asrtrain train --dry-run``)."""
     archive = open_archive(cfg.archive, "training")
@@ -64,5 +71,6 @@ def plan(cfg: TrainConfig, dist_cfg: DistConfig) -> dict[str, Any]:
         "epochs": cfg.epochs, "peak lr": schedule.peak_lr,
         "lr by epoch": ", ".join(f"{v:.4g}" for v in schedule.table(cfg.epochs)),
         "resume from": describe(cfg.exp, world, dist_cfg.strategy, size) if cfg.resume else "no (--no-resume)",
+        "mid-epoch checkpoints": _save_policy(cfg),
     })
     return out

@@ -12,6 +12,7 @@ PER_NODE=4                              # learners per host (H-ADPSGD's super-le
 HOSTS=localhost                         # comma-separated host list
 EPOCHS=16
 BATCH=256
+SAVE_EVERY=30                           # minutes between checkpoints in the middle of an epoch
 # --------------------------
 
 set -euo pipefail
@@ -22,4 +23,4 @@ if [ "$STRATEGY" = h-adpsgd ]; then group_opt=(--group-size "$PER_NODE"); fi
 mpiexec -n "$NP" -ppn "$PER_NODE" -hosts "$HOSTS" \
   -genv MASTER_ADDR "$MASTER_ADDR" -genv MASTER_PORT "${MASTER_PORT:-29500}" -genv OMP_NUM_THREADS 1 \
   asrtrain train "$ARCHIVE" "$EXP" --valid "$VALID" --strategy "$STRATEGY" \
-    --epochs "$EPOCHS" --batch "$BATCH" "${group_opt[@]}"
+    --epochs "$EPOCHS" --batch "$BATCH" --save-every "$SAVE_EVERY" "${group_opt[@]}"

@@ -261,3 +261,24 @@ def test_slurm_torchrun_plans_nodes_times_gpus(workdir: Path, tmp_path: Path) ->
     place = placement(env)
     assert (place.rank, place.world_size, place.local_rank, place.local_world_size) == (22, 64, 2, 4)
     assert (place.master_addr, place.master_port) == ("gpu01", 29500)
+
+
+@pytest.mark.parametrize("elastic", ["false", "true"])
+def test_slurm_template_requeues_a_preempted_job(tmp_path: Path, elastic: str) -> None:
+    """srun ends with asrtrain's preemption status (75): the script requeues the job and keeps the status."""
+    script = edit_block(CLUSTER / "slurm_train.sbatch", tmp_path / "job.sbatch", STRATEGY="adpsgd", ELASTIC=elastic)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    for name, status in (("srun", 75), ("scontrol", 0)):
+        (bin_dir / name).write_text(f'#!/usr/bin/env bash\necho "{name} $*" >> "{calls}"\nexit {status}\n')
+        (bin_dir / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(PATH=f"{bin_dir}:{env['PATH']}", HOME=str(tmp_path), SLURM_JOB_ID="77", SLURM_NTASKS_PER_NODE="4")
+    proc = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 75, proc.stderr
+    srun, scontrol = calls.read_text().splitlines()
+    assert "--save-every 30" in srun and ("--elastic" in srun) == (elastic == "true")
+    assert f"--kill-on-bad-exit={0 if elastic == 'true' else 1}" in srun
+    assert scontrol == "scontrol requeue 77"
+    assert "#SBATCH --requeue" in script.read_text() and "#SBATCH --signal=USR1@300" in script.read_text()
