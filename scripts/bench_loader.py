@@ -64,7 +64,8 @@ def main() -> None:
 
     import torch
 
-    from asrtrain.data.archive import Archive, write_archive
+    from asrtrain.data.archive import Archive
+    from asrtrain.data.archive_writer import write_archive
     from asrtrain.data.loader import ChunkLoader, real_frames
 
     logging.getLogger("asrtrain").setLevel(logging.WARNING)

@@ -44,7 +44,7 @@ def archive(ctx: click.Context, out: Path, streams: tuple[str, ...], ali: Path |
     logged and listed in the archive; see `asrtrain info OUT.h5`.
     """
     from asrtrain.core.runlog import command_run
-    from asrtrain.data.archive import write_archive
+    from asrtrain.data.archive_writer import write_archive
     from asrtrain.data.fuse import build_streams
 
     built, speakers = build_streams(streams, cmvns, periods, utt2spk, norm_vars)

@@ -8,6 +8,7 @@ filesystem is atomic, so the final name appears only with complete contents.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -69,6 +70,23 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
     """Atomically write a text file."""
     with atomic_open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
+
+
+def write_failure(path: str | os.PathLike[str], exc: BaseException) -> OSError:
+    """An ``OSError`` naming ``path`` for a write that failed inside a library.
+
+    Libraries that write through their own buffers (torch.save's zip writer, kaldiio on a
+    descriptor) lose the file name and sometimes the reason: "unexpected pos 154816 vs
+    154768" is torch's way of saying the disk is full. The free space says which it was.
+    """
+    if isinstance(exc, OSError) and exc.errno:
+        return OSError(exc.errno, exc.strerror or os.strerror(exc.errno), os.fspath(path))
+    target = Path(path).absolute()
+    where = next(p for p in target.parents if p.exists())
+    if shutil.disk_usage(where).free < 1 << 20:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(path))
+    return OSError(errno.EIO, f"write failed ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})",
+                   os.fspath(path))
 
 
 def _remove(path: Path) -> None:

@@ -79,12 +79,20 @@ def command_run(name: str, out: str | os.PathLike[str], params: dict[str, Any] |
     with open(log_path, "a", encoding="utf-8") as fh:
         fh.write(f"# {shlex.join(sys.argv)}\n# started {dt.datetime.now().isoformat(timespec='seconds')}"
                  f" on {os.uname().nodename} pid {os.getpid()}\n")
-    if params is not None:
-        write_config(out_path / (config_name or f"{name.replace(' ', '-')}.config.yaml"), params)
-    write_fingerprint(out_path, extra_fingerprint, name=fingerprint_name)
+    config_path = out_path / (config_name or f"{name.replace(' ', '-')}.config.yaml")
+    # The config and fingerprint describe the output there: a run that fails must not
+    # rewrite those of an earlier run's output. Written now only if there are none yet
+    # (a long first run shows them while it works), and again once it succeeds.
+    if params is not None and not config_path.exists():
+        write_config(config_path, params)
+    if not (out_path / fingerprint_name).exists():
+        write_fingerprint(out_path, extra_fingerprint, name=fingerprint_name)
     status = "exit status 0"
     try:
         yield Run(name=name, out=out_path, log_path=log_path, started=started)
+        if params is not None:
+            write_config(config_path, params)
+        write_fingerprint(out_path, extra_fingerprint, name=fingerprint_name)
     except SystemExit as exc:
         status = f"exit status {exc.code}"
         raise

@@ -11,17 +11,24 @@ Layout (format version 1)::
     /priors         float64 [num_pdfs]               frame counts per pdf (with targets)
     /mean, /var     float64 [D]                      of the fused input, over real frames
     /skipped/utt_ids, /skipped/reasons               utterances left out, and why
+    /checksums/feats, /checksums/targets  uint32     Adler-32 of each HDF5 storage chunk (format 2)
     attrs           format, format_version, chunk, feat_dim, num_pdfs, layout (JSON),
                     fingerprint (JSON), storage_chunks, counts, options
 
 ``/feats`` and ``/targets`` are stored in HDF5 chunks of ``storage_chunks``
 consecutive 21-frame chunks, written in order, so a block of consecutive chunks
-that starts on a storage boundary is a few large sequential reads.
+that starts on a storage boundary is a few large sequential reads. The reader
+checks each storage chunk against its checksum the first time a process reads it
+(a block of the loader is whole storage chunks, so this reads nothing twice), and
+the targets it returns against ``num_pdfs``: a corrupted or edited archive is an
+error naming the chunks, not a quietly different training run. Archives of format 1
+(no checksums) are read with a warning. The writer is :mod:`asrtrain.data.archive_writer`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -30,8 +37,10 @@ import numpy as np
 
 from asrtrain.core.errors import InputError
 
+log = logging.getLogger("asrtrain.archive")
+
 FORMAT = "asrtrain-archive"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: /checksums
 #: Padding value of /targets (the loader maps it to the loss's ignore index).
 PAD_TARGET = -1
 #: Bytes per HDF5 storage chunk of /feats the writer aims for.
@@ -58,6 +67,7 @@ class Archive:
         self._pid: int | None = None
         self._cache: dict[str, Any] = {}
         self._datasets: dict[str, Any] = {}
+        self._verified: set[int] = set()  # storage chunks checked by this process
 
     # -- opening ---------------------------------------------------------------------------
     @property
@@ -81,7 +91,11 @@ class Archive:
                 handle.close()
                 raise InputError(f"archive format version {version} is newer than this "
                                  f"asrtrain reads ({FORMAT_VERSION})", self.path)
-            self._file, self._pid, self._datasets = handle, os.getpid(), {}
+            self._file, self._pid, self._datasets, self._verified = handle, os.getpid(), {}, set()
+            if version < 2 and str(self.path) not in _UNCHECKED:
+                _UNCHECKED.add(str(self.path))
+                log.warning("%s: archive format %d has no checksums: its data is read unchecked "
+                            "(write it again to have them)", self.path, version)
         return self._file
 
     def close(self) -> None:
@@ -196,9 +210,15 @@ class Archive:
 
     # -- data ------------------------------------------------------------------------------
     def read_chunks(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """Chunks ``[start, stop)``: float16 [n, chunk, D] and int32 [n, chunk] (or None)."""
+        """Chunks ``[start, stop)``: float16 [n, chunk, D] and int32 [n, chunk] (or None), checked."""
         if not 0 <= start <= stop <= self.num_chunks:
             raise IndexError(f"chunks [{start}, {stop}) outside [0, {self.num_chunks})")
+        feats, targets = self._read(start, stop)
+        if stop > start:
+            self._verify(start, stop, feats, targets)
+        return feats, targets
+
+    def _read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
         feats = np.empty((stop - start, self.chunk, self.feat_dim), dtype=np.float16)
         if stop > start:
             self._dataset("feats").read_direct(feats, np.s_[start:stop], np.s_[:])
@@ -208,6 +228,39 @@ class Archive:
             if stop > start:
                 self._dataset("targets").read_direct(targets, np.s_[start:stop], np.s_[:])
         return feats, targets
+
+    def _verify(self, start: int, stop: int, feats: np.ndarray, targets: np.ndarray | None) -> None:
+        """Check the storage chunks of ``[start, stop)`` not checked yet, and the targets' range."""
+        if targets is not None and self.num_pdfs is not None and targets.size and int(targets.max()) >= self.num_pdfs:
+            raise InputError(f"chunks [{start}, {stop}) hold target {int(targets.max())}, outside the "
+                             f"archive's {self.num_pdfs} pdfs (the archive was changed after it was written)",
+                             self.path)
+        sums = self._checksums()
+        if sums is None:
+            return
+        from asrtrain.data.archive_writer import checksum
+
+        size = self.storage_chunks
+        for unit in range(start // size, (stop - 1) // size + 1):
+            if unit in self._verified:
+                continue
+            a, b = unit * size, min((unit + 1) * size, self.num_chunks)
+            if start <= a and b <= stop:
+                parts = (feats[a - start:b - start], None if targets is None else targets[a - start:b - start])
+            else:
+                parts = self._read(a, b)
+            for name, data in zip(("feats", "targets"), parts, strict=True):
+                if data is not None and name in sums and checksum(data) != int(sums[name][unit]):
+                    raise InputError(f"chunks [{a}, {b}) of /{name} are corrupted (checksum mismatch); "
+                                     "write the archive again", self.path)
+            self._verified.add(unit)
+
+    def _checksums(self) -> dict[str, np.ndarray] | None:
+        def read() -> dict[str, np.ndarray] | None:
+            if "checksums" not in self.h5:
+                return None
+            return {name: np.asarray(self.h5["checksums"][name][...]) for name in self.h5["checksums"]}
+        return self._cached("checksums", read)
 
     def _dataset(self, name: str) -> Any:
         """The h5py dataset object of this process's handle (looked up once per handle)."""
@@ -232,273 +285,4 @@ class Archive:
         return f"Archive({str(self.path)!r})"
 
 
-# --- writing ------------------------------------------------------------------------------
-
-class _Moments:
-    """Mean and variance over frames, in float64 around a shift (no cancellation)."""
-
-    def __init__(self, dim: int) -> None:
-        self.count = 0
-        self.shift: np.ndarray | None = None
-        self.sum = np.zeros(dim, dtype=np.float64)
-        self.sumsq = np.zeros(dim, dtype=np.float64)
-
-    def add(self, x: np.ndarray) -> None:
-        """Add frames [T, D]; differences in float32, sums in float64 (4x faster than all-f64)."""
-        if self.shift is None:
-            self.shift = x.astype(np.float64).mean(axis=0)
-        d = x.astype(np.float32) - self.shift.astype(np.float32)
-        self.sum += d.sum(axis=0, dtype=np.float64)
-        self.sumsq += (d * d).sum(axis=0, dtype=np.float64)
-        self.count += x.shape[0]
-
-    def result(self) -> tuple[np.ndarray, np.ndarray]:
-        if self.count == 0 or self.shift is None:
-            return np.zeros_like(self.sum), np.ones_like(self.sum)
-        m = self.sum / self.count
-        return self.shift + m, np.maximum(self.sumsq / self.count - m * m, 0.0)
-
-
-class _ChunkWriter:
-    """Appends chunks to /feats, /targets, /chunk_frames in whole HDF5 storage chunks."""
-
-    def __init__(self, h5: Any, chunk: int, dim: int, storage: int, targets: bool) -> None:
-        self.h5, self.storage = h5, storage
-        self.feats = h5.create_dataset("feats", shape=(0, chunk, dim), maxshape=(None, chunk, dim),
-                                       chunks=(storage, chunk, dim), dtype=np.float16)
-        self.targets = (h5.create_dataset("targets", shape=(0, chunk), maxshape=(None, chunk),
-                                          chunks=(storage, chunk), dtype=np.int32)
-                        if targets else None)
-        self.frames = h5.create_dataset("chunk_frames", shape=(0,), maxshape=(None,),
-                                        chunks=(max(storage, 1024),), dtype=np.int32)
-        self.pending: list[tuple[np.ndarray, np.ndarray | None, np.ndarray]] = []
-        self.pending_chunks = 0
-        self.written = 0
-
-    def add(self, feats: np.ndarray, targets: np.ndarray | None, frames: np.ndarray) -> None:
-        self.pending.append((feats, targets, frames))
-        self.pending_chunks += feats.shape[0]
-        if self.pending_chunks >= self.storage:
-            self.flush(final=False)
-
-    def flush(self, final: bool = True) -> None:
-        if not self.pending:
-            return
-        feats = np.concatenate([p[0] for p in self.pending])
-        targets = None if self.targets is None else np.concatenate([p[1] for p in self.pending])
-        frames = np.concatenate([p[2] for p in self.pending])
-        n = len(feats) if final else (len(feats) // self.storage) * self.storage
-        start, stop = self.written, self.written + n
-        for dset, data in ((self.feats, feats), (self.targets, targets), (self.frames, frames)):
-            if dset is not None and data is not None:
-                dset.resize(stop, axis=0)
-                dset[start:stop] = data[:n]
-        self.written = stop
-        rest = (feats[n:], None if targets is None else targets[n:], frames[n:])
-        self.pending = [rest] if len(rest[0]) else []
-        self.pending_chunks = len(rest[0])
-
-
-def to_chunks(feats: np.ndarray, targets: np.ndarray | None, chunk: int
-              ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-    """Split [T, D] into [ceil(T/chunk), chunk, D] (zero-padded), targets padded with -1."""
-    frames, dim = feats.shape
-    count = -(-frames // chunk)
-    x = np.zeros((count * chunk, dim), dtype=np.float16)
-    x[:frames] = feats
-    y = None
-    if targets is not None:
-        y = np.full(count * chunk, PAD_TARGET, dtype=np.int32)
-        y[:frames] = targets
-        y = y.reshape(count, chunk)
-    real = np.full(count, chunk, dtype=np.int32)
-    real[-1] = frames - (count - 1) * chunk
-    return x.reshape(count, chunk, dim), y, real
-
-
-def check_targets(utt: str, targets: np.ndarray, num_pdfs: int, where: Any) -> np.ndarray:
-    """Targets as int32; a value outside [0, num_pdfs) is an error naming the utterance."""
-    t = np.asarray(targets)
-    if t.ndim != 1 or not np.issubdtype(t.dtype, np.integer):
-        raise InputError(f"utterance {utt!r}: alignment must be an integer vector, got "
-                         f"{t.dtype} {t.shape}", where)
-    bad = np.flatnonzero((t < 0) | (t >= num_pdfs))
-    if bad.size:
-        raise InputError(f"utterance {utt!r}: target {int(t[bad[0]])} at frame {int(bad[0])} is "
-                         f"outside [0, {num_pdfs}) ({bad.size} such frames); is --num-pdfs "
-                         "right?", where)
-    return t.astype(np.int32)
-
-
-def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str | None = None,
-                  num_pdfs: int | None = None, utt2spk: dict[str, str] | None = None,
-                  chunk: int = 21, tolerance: int = 2, storage_chunks: int | None = None,
-                  options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Fuse ``streams`` (:class:`asrtrain.data.fuse.Stream`) into the archive ``out``.
-
-    Utterances missing in a stream, without an alignment, without CMVN stats, or
-    whose lengths disagree beyond ``tolerance`` are skipped, logged, and listed in
-    ``/skipped``. The file appears under its name only when complete.
-    """
-    import logging
-
-    import h5py
-
-    from asrtrain.core.atomic import atomic_path
-    from asrtrain.core.errors import ConfigError
-    from asrtrain.core.fingerprint import fingerprint
-    from asrtrain.core.progress import Progress
-    from asrtrain.data.fuse import fuse_utterance, resolve_kinds
-
-    log = logging.getLogger("asrtrain.archive")
-    if chunk < 1:
-        raise ConfigError(f"--chunk must be positive, got {chunk}")
-    if ali_scp is not None and (num_pdfs is None or num_pdfs < 1):
-        raise ConfigError("--ali needs --num-pdfs (the number of pdfs, e.g. from lang/num_pdfs)")
-    if ali_scp is None and num_pdfs is not None:
-        log.warning("--num-pdfs %s ignored: without --ali the archive has no targets", num_pdfs)
-        num_pdfs = None
-    names = [s.name for s in streams]
-    if not streams or len(set(names)) != len(names):
-        raise ConfigError(f"streams need distinct names, got {names}")
-    if any(s.cmvn is not None for s in streams) and utt2spk is None:
-        raise ConfigError("--cmvn needs --utt2spk (CMVN stats are per speaker)")
-    utts = sorted(set().union(*(s.keys() for s in streams)), key=lambda u: u.encode())  # LC_ALL=C
-    common = next((u for u in utts if all(u in s for s in streams)), None)
-    if common is None:
-        raise InputError("no utterance is in every stream (" + ", ".join(
-            f"{s.name}: {s.scp}" for s in streams) + ")")
-    resolve_kinds(streams, common)
-    dim, offset, layout = sum(int(s.dim or 0) for s in streams), 0, []
-    for s in streams:
-        layout.append(s.layout(offset))
-        offset += int(s.dim or 0)
-    ali = None
-    if ali_scp is not None:
-        import kaldiio
-
-        try:
-            ali = kaldiio.load_scp(str(ali_scp), max_cache_fd=16)
-        except FileNotFoundError:
-            raise InputError("alignment scp not found", ali_scp) from None
-    storage = storage_chunks or storage_chunks_for(chunk, dim)
-    moments = _Moments(dim)
-    priors = np.zeros(num_pdfs or 0, dtype=np.float64)
-    index: dict[str, list[Any]] = {"utt_ids": [], "first_chunk": [], "num_chunks": [],
-                                   "num_frames": []}
-    skipped: dict[str, str] = {}
-    with atomic_path(out) as tmp, h5py.File(tmp, "w") as h5:
-        writer = _ChunkWriter(h5, chunk, dim, storage, ali is not None)
-        with Progress("archive", total=len(utts), unit=" utts") as bar:
-            for utt in utts:
-                bar.advance()
-                reason = _reason_to_skip(utt, streams, ali, utt2spk)
-                fused = None if reason else fuse_utterance(
-                    streams, utt, None if utt2spk is None else utt2spk.get(utt), tolerance)
-                if fused is not None and fused.reason:
-                    reason = fused.reason
-                if reason or fused is None or fused.feats is None:
-                    skipped[utt] = reason or "no frames"
-                    log.warning("skipped %s: %s", utt, skipped[utt])
-                    continue
-                x, y = fused.feats, None
-                if ali is not None:
-                    y = check_targets(utt, _load(ali, utt, ali_scp), int(num_pdfs or 0), ali_scp)
-                    if abs(len(y) - len(x)) > tolerance:
-                        skipped[utt] = (f"alignment has {len(y)} frames, features {len(x)} "
-                                        f"(tolerance {tolerance})")
-                        log.warning("skipped %s: %s", utt, skipped[utt])
-                        continue
-                    frames = min(len(x), len(y))
-                    x, y = x[:frames], y[:frames]
-                    priors += np.bincount(y, minlength=len(priors))
-                x16 = _to_float16(utt, x)
-                moments.add(x16)
-                fx, fy, real = to_chunks(x16, y, chunk)
-                index["utt_ids"].append(utt)
-                index["first_chunk"].append(writer.written + writer.pending_chunks)
-                index["num_chunks"].append(len(fx))
-                index["num_frames"].append(len(x16))
-                writer.add(fx, fy, real)
-        writer.flush()
-        if not index["utt_ids"]:
-            raise InputError(f"no utterance could be used ({len(skipped)} skipped, first "
-                             f"{next(iter(skipped.items()), ('', ''))}")
-        mean, var = moments.result()
-        _write_tables(h5, index, skipped, priors if ali is not None else None, mean, var)
-        attrs = {"format": FORMAT, "format_version": FORMAT_VERSION, "chunk": chunk,
-                 "feat_dim": dim, "num_pdfs": -1 if num_pdfs is None else int(num_pdfs),
-                 "storage_chunks": storage, "num_utterances": len(index["utt_ids"]),
-                 "num_frames": int(moments.count), "num_skipped": len(skipped),
-                 "length_tolerance": tolerance, "layout": json.dumps(layout),
-                 "options": json.dumps(options or {}, default=str),
-                 "fingerprint": json.dumps(fingerprint({"layout": layout}), default=str)}
-        tree_id = _tree_id_beside(ali_scp)
-        if tree_id:
-            attrs["tree_id"] = tree_id
-        for key, value in attrs.items():
-            h5.attrs[key] = value
-    summary = {"path": str(out), "utterances": len(index["utt_ids"]), "frames": int(moments.count),
-               "chunks": writer.written, "feat_dim": dim, "skipped": skipped, "layout": layout}
-    log.info("archive %s: %d utterances, %d frames, %d chunks of %d, dim %d; %d skipped", out,
-             summary["utterances"], summary["frames"], writer.written, chunk, dim, len(skipped))
-    return summary
-
-
-def _tree_id_beside(ali: str | None) -> str | None:
-    """The id of the tree the pdf targets belong to (``tree_id`` beside the alignments, as
-    ``prepare lang`` writes it), so that a model and a graph can be checked against each other."""
-    if ali is None:
-        return None
-    marker = Path(str(ali)).parent / "tree_id"
-    return marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
-
-
-def _load(reader: Any, utt: str, where: Any) -> np.ndarray:
-    try:
-        return np.asarray(reader[utt])
-    except Exception as exc:  # kaldiio raises several kinds on corrupt arks
-        raise InputError(f"utterance {utt!r}: cannot read ({type(exc).__name__}: {exc})",
-                         where) from None
-
-
-def _reason_to_skip(utt: str, streams: list[Any], ali: Any, utt2spk: dict[str, str] | None
-                    ) -> str | None:
-    missing = [s.name for s in streams if utt not in s]
-    if missing:
-        return "missing in stream " + ", ".join(missing)
-    if ali is not None and utt not in ali:
-        return "no alignment"
-    if utt2spk is not None and any(s.cmvn is not None for s in streams) and utt not in utt2spk:
-        return "not in utt2spk (no speaker for CMVN)"
-    return None
-
-
-def _to_float16(utt: str, x: np.ndarray) -> np.ndarray:
-    """float16 of the frames; NaN, infinity or values beyond ±65504 are errors."""
-    x16 = x.astype(np.float16)
-    if not np.isfinite(x16).all():  # one pass: overflow and NaN/inf both end here
-        if not np.isfinite(x).all():
-            raise InputError(f"utterance {utt!r}: features contain NaN or infinity")
-        raise InputError(f"utterance {utt!r}: a feature value exceeds the float16 range "
-                         f"(max |x| = {np.abs(x).max():g})")
-    return x16
-
-
-def _write_tables(h5: Any, index: dict[str, list[Any]], skipped: dict[str, str],
-                  priors: np.ndarray | None, mean: np.ndarray, var: np.ndarray) -> None:
-    import h5py
-
-    text = h5py.string_dtype("utf-8")
-    group = h5.create_group("index")
-    group.create_dataset("utt_ids", data=np.array(index["utt_ids"], dtype=object), dtype=text)
-    group.create_dataset("first_chunk", data=np.asarray(index["first_chunk"], dtype=np.int64))
-    group.create_dataset("num_chunks", data=np.asarray(index["num_chunks"], dtype=np.int32))
-    group.create_dataset("num_frames", data=np.asarray(index["num_frames"], dtype=np.int32))
-    sk = h5.create_group("skipped")
-    sk.create_dataset("utt_ids", data=np.array(list(skipped), dtype=object), dtype=text)
-    sk.create_dataset("reasons", data=np.array(list(skipped.values()), dtype=object), dtype=text)
-    if priors is not None:
-        h5.create_dataset("priors", data=priors)
-    h5.create_dataset("mean", data=mean)
-    h5.create_dataset("var", data=var)
+_UNCHECKED: set[str] = set()  # archives without checksums already warned about

@@ -8,6 +8,11 @@ Kaldi's ``wav.scp`` value (an *rxspecifier*) is one of
 
 Samples come back as float32 on the int16 scale (±32768), which is what Kaldi's
 feature extractors expect (its energy floor and dither are tuned to that scale).
+
+A WAV file shorter than its header says (cut off in a copy) reads without an error
+from libsndfile, which counts what is there: :class:`Truncated` says so instead,
+so the utterance is skipped with that reason rather than giving a fraction of its
+frames.
 """
 
 from __future__ import annotations
@@ -22,8 +27,37 @@ import numpy as np
 
 from asrtrain.core.errors import InputError
 
+#: Data sizes a streaming writer puts in a header it cannot go back and fix (sox to a pipe).
+_UNKNOWN_SIZES = {0, 0xFFFFFFFF, 0x7FFFF000, 0x7FFFFFFF}
+
 #: ``path:offset`` or ``path:offset[slices]`` of an ark (kaldiio's rxspecifier form).
 _ARK_OFFSET = re.compile(r"^(?P<ark>.+):(?P<offset>\d+)(\[[0-9:, ]*\])?$")
+
+
+class Truncated(InputError):
+    """Audio with fewer samples than its header declares."""
+
+
+def declared_frames(header: bytes) -> int | None:
+    """Sample frames a RIFF/WAVE header declares for its data chunk (``None``: not a WAV, or unknown)."""
+    if len(header) < 12 or header[:4] != b"RIFF" or header[8:12] != b"WAVE":
+        return None
+    pos, block_align = 12, None
+    while pos + 8 <= len(header):
+        kind, size = header[pos:pos + 4], int.from_bytes(header[pos + 4:pos + 8], "little")
+        if kind == b"fmt " and pos + 22 <= len(header):
+            block_align = int.from_bytes(header[pos + 20:pos + 22], "little")
+        if kind == b"data":
+            return None if size in _UNKNOWN_SIZES or not block_align else size // block_align
+        pos += 8 + size + (size & 1)
+    return None
+
+
+def _check_length(entry: str, samples: np.ndarray, header: bytes, where: str | os.PathLike[str] | None) -> None:
+    declared = declared_frames(header)
+    if declared is not None and samples.shape[0] < declared:
+        raise Truncated(f"{entry}: {samples.shape[0]} samples of the {declared} its header declares "
+                        "(the file is cut off)", where)
 
 
 def is_pipe(entry: str) -> bool:
@@ -69,6 +103,8 @@ def _read_file(path: str, where: str | os.PathLike[str] | None) -> tuple[int, np
         if not Path(path).exists():
             raise InputError(f"{path}: audio file not found", where) from None
         raise InputError(f"{path}: cannot read audio ({exc})", where) from None
+    with open(path, "rb") as handle:
+        _check_length(path, np.asarray(data), handle.read(4096), where)
     return int(rate), np.asarray(data, dtype=np.float32) * 32768.0
 
 
@@ -85,6 +121,7 @@ def _read_pipe(entry: str, where: str | os.PathLike[str] | None) -> tuple[int, n
         data, rate = soundfile.read(io.BytesIO(proc.stdout), dtype="float32", always_2d=False)
     except (RuntimeError, soundfile.LibsndfileError) as exc:
         raise InputError(f"command {command!r}: output is not audio ({exc})", where) from None
+    _check_length(command, np.asarray(data), proc.stdout[:4096], where)
     return int(rate), np.asarray(data, dtype=np.float32) * 32768.0
 
 

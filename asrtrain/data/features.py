@@ -182,42 +182,88 @@ def _segments(path: Path) -> dict[str, tuple[str, float, float]]:
 
 
 def run_job(ark_path: str, items: list[tuple[str, str]], cfg: FeatureConfig, scp_name: str,
-            segments: dict[str, tuple[str, float, float]] | None = None) -> JobResult:
+            segments: dict[str, tuple[str, float, float]] | None = None,
+            durations: dict[str, float] | None = None) -> JobResult:
     """Compute features of ``items`` (utt, wav.scp entry) into one ark, written atomically.
 
     With ``segments``, the entry is the recording's, cut to the segment's time span.
-    Utterances too short for one frame are skipped and returned with the reason.
+    Utterances are skipped, and returned with the reason, when they are too short for
+    one frame, their audio is cut off, their segment lies past the end of the
+    recording, or their audio disagrees with ``durations`` (``utt2dur``). A write
+    error (a full disk) names the ark.
     """
     import kaldiio
 
     from asrtrain.core.atomic import atomic_open
-    from asrtrain.data.audio import read_audio
     from asrtrain.data.cmvn import accumulate
 
     result = JobResult({}, {}, {}, {})
-    cache: tuple[str, np.ndarray] | None = None
-    with atomic_open(ark_path, "wb") as fd:
-        for utt, entry in items:
-            if segments is not None:
-                reco, start, end = segments[utt]
-                if cache is None or cache[0] != reco:
-                    cache = (reco, read_audio(entry, cfg.sample_rate, scp_name))
-                first = int(round(start * cfg.sample_rate))
-                last = cache[1].shape[0] if end < 0 else int(round(end * cfg.sample_rate))
-                samples = cache[1][first:last]
-            else:
-                samples = read_audio(entry, cfg.sample_rate, scp_name)
-            feats = compute_features(samples, cfg, dither_seed(utt))
-            if feats.shape[0] == 0:
-                result.skipped[utt] = (f"{samples.shape[0]} samples, shorter than one "
-                                       f"{cfg.frame_length_ms:g} ms frame")
-                continue
-            position = fd.tell() + len((utt + " ").encode("utf-8"))
-            kaldiio.save_ark(fd, {utt: feats})
-            result.scp[utt] = f"{ark_path}:{position}"
-            result.frames[utt] = int(feats.shape[0])
-            result.stats[utt] = accumulate(feats)
+    audio = _Audio(cfg.sample_rate, scp_name)
+    try:
+        with atomic_open(ark_path, "wb") as fd:
+            for utt, entry in items:
+                samples, reason = audio.samples(utt, entry, None if segments is None else segments[utt])
+                if reason is None and durations is not None and utt in durations:
+                    reason = _duration_mismatch(samples.shape[0] / cfg.sample_rate, durations[utt])
+                feats = compute_features(samples, cfg, dither_seed(utt)) if reason is None else None
+                if feats is not None and feats.shape[0] == 0:
+                    reason = f"{samples.shape[0]} samples, shorter than one {cfg.frame_length_ms:g} ms frame"
+                if reason is not None or feats is None:
+                    result.skipped[utt] = reason or "no frames"
+                    continue
+                position = fd.tell() + len((utt + " ").encode("utf-8"))
+                kaldiio.save_ark(fd, {utt: feats})
+                result.scp[utt] = f"{ark_path}:{position}"
+                result.frames[utt] = int(feats.shape[0])
+                result.stats[utt] = accumulate(feats)
+    except OSError as exc:
+        if exc.filename is None:  # kaldiio writes to a descriptor: the error does not say where
+            raise OSError(exc.errno, exc.strerror, ark_path) from None
+        raise
     return result
+
+
+#: Kaldi's extract-segments --max-overshoot: a segment may end this far past its recording.
+MAX_OVERSHOOT_S = 0.5
+#: utt2dur is written with limited precision: differences up to this are not a mismatch.
+DURATION_TOLERANCE_S = 0.05
+
+
+class _Audio:
+    """Reads each utterance's samples: whole files, or segments of recordings (the last one cached)."""
+
+    def __init__(self, sample_rate: int, scp_name: str) -> None:
+        self.rate, self.scp_name = sample_rate, scp_name
+        self._cache: tuple[str, np.ndarray] | None = None
+
+    def samples(self, utt: str, entry: str, segment: tuple[str, float, float] | None
+                ) -> tuple[np.ndarray, str | None]:
+        """(samples, None), or (empty, the reason to skip the utterance)."""
+        from asrtrain.data.audio import Truncated, read_audio
+
+        try:
+            if segment is None:
+                return read_audio(entry, self.rate, self.scp_name), None
+            reco, start, end = segment
+            if self._cache is None or self._cache[0] != reco:
+                self._cache = (reco, read_audio(entry, self.rate, self.scp_name))
+        except Truncated as exc:
+            return np.zeros(0, np.float32), str(exc).split(": ", 1)[-1]
+        recording = self._cache[1]
+        length = recording.shape[0] / self.rate
+        if start >= length:
+            return recording[:0], f"segment starts at {start:g} s, after the end of recording {reco} ({length:g} s)"
+        if end >= 0 and end > length + MAX_OVERSHOOT_S:
+            return recording[:0], (f"segment ends at {end:g} s, {end - length:.2f} s past the end of recording "
+                                   f"{reco} ({length:g} s; at most {MAX_OVERSHOOT_S:g} s is cut off)")
+        last = recording.shape[0] if end < 0 else min(int(round(end * self.rate)), recording.shape[0])
+        return recording[int(round(start * self.rate)):last], None
+
+
+def _duration_mismatch(seconds: float, declared: float) -> str | None:
+    if abs(seconds - declared) <= DURATION_TOLERANCE_S:
+        return None
+    return f"the audio lasts {seconds:.3f} s, utt2dur says {declared:.3f} s"
 
 
 def split_even(items: list, parts: int) -> list[list]:
@@ -262,7 +308,8 @@ def make_features(data_dir: str | os.PathLike[str], out_dir: str | os.PathLike[s
     name = f"raw_{cfg.type}_{data.resolve().name}"
     jobs = split_even(items, nj)
     arks = [str(out / "data" / f"{name}.{j + 1}.ark") for j in range(len(jobs))]
-    results = _run_jobs(arks, jobs, cfg, str(data / "wav.scp"), segments)
+    durations = _utt2dur(data / "utt2dur") if (data / "utt2dur").is_file() else None
+    results = _run_jobs(arks, jobs, cfg, str(data / "wav.scp"), segments, durations)
     merged = JobResult({}, {}, {}, {})
     for r in results:
         for field in ("scp", "frames", "stats", "skipped"):
@@ -279,15 +326,29 @@ def make_features(data_dir: str | os.PathLike[str], out_dir: str | os.PathLike[s
     return summary
 
 
+def _utt2dur(path: Path) -> dict[str, float]:
+    """``utt2dur`` as seconds; a value that is not a number is an error naming the line's utterance."""
+    from asrtrain.core.errors import InputError
+    from asrtrain.data.kaldi_dir import read_table
+
+    out = {}
+    for utt, value in read_table(path).items():
+        try:
+            out[utt] = float(value)
+        except ValueError:
+            raise InputError(f"utterance {utt!r}: duration {value!r} is not a number", path) from None
+    return out
+
+
 def _run_jobs(arks: list[str], jobs: list[list], cfg: FeatureConfig, scp_name: str,
-              segments: dict | None) -> list[JobResult]:
+              segments: dict | None, durations: dict[str, float] | None = None) -> list[JobResult]:
     """Run the jobs inline (one) or in worker processes (several, spawned: fork-safe)."""
     from asrtrain.core.progress import Progress
 
     results: list[JobResult] = []
     with Progress("features", total=sum(len(j) for j in jobs), unit=" utts") as bar:
         if len(jobs) == 1:
-            results.append(run_job(arks[0], jobs[0], cfg, scp_name, segments))
+            results.append(run_job(arks[0], jobs[0], cfg, scp_name, segments, durations))
             bar.advance(len(jobs[0]))
             return results
         import multiprocessing as mp
@@ -297,7 +358,8 @@ def _run_jobs(arks: list[str], jobs: list[list], cfg: FeatureConfig, scp_name: s
             futures = []
             for ark, job in zip(arks, jobs, strict=True):
                 seg = None if segments is None else {u: segments[u] for u, _ in job}
-                futures.append(pool.submit(run_job, ark, job, cfg, scp_name, seg))
+                dur = None if durations is None else {u: durations[u] for u, _ in job if u in durations}
+                futures.append(pool.submit(run_job, ark, job, cfg, scp_name, seg, dur))
             for fut, job in zip(futures, jobs, strict=True):
                 results.append(fut.result())
                 bar.advance(len(job))

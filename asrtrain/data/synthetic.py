@@ -19,7 +19,7 @@ def write_random_archive(out: Path, chunks: int, dim: int, num_pdfs: int, seed: 
     """Write ``out`` with about ``chunks`` full 21-frame chunks of random data; returns ``out``."""
     import kaldiio
 
-    from asrtrain.data.archive import write_archive
+    from asrtrain.data.archive_writer import write_archive
     from asrtrain.data.fuse import Stream
 
     rng = np.random.default_rng(seed)

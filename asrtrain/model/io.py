@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from asrtrain.core.atomic import atomic_path
+from asrtrain.core.atomic import atomic_path, write_failure
 from asrtrain.core.errors import InputError
 from asrtrain.model.blstm import BLSTM, ModelConfig
 
@@ -63,7 +63,10 @@ def save_final(path: str | Path, model: BLSTM, priors: Any, layout: list[dict[st
     }
     path = Path(path)
     with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+        try:
+            torch.save(payload, tmp)
+        except (RuntimeError, OSError) as exc:  # a full disk: name the file
+            raise write_failure(path, exc) from None
     return path
 
 

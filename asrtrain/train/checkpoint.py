@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from asrtrain.core.atomic import atomic_path, is_temporary
+from asrtrain.core.atomic import atomic_path, is_temporary, write_failure
 from asrtrain.core.errors import AsrtrainError, InputError
 from asrtrain.distributed.base import Strategy
 
@@ -131,8 +131,16 @@ def save_learner_state(exp: Path, name: str, rank: int, state: dict[str, Any]) -
     stage.mkdir(parents=True, exist_ok=True)
     path = stage / learner_file(rank)
     with atomic_path(path) as tmp:
-        torch.save({**state, "rank": rank, "checkpoint": name, "rng": rng_state()}, tmp)
+        _save(tmp, {**state, "rank": rank, "checkpoint": name, "rng": rng_state()}, path)
     return path
+
+
+def _save(tmp: Path, obj: Any, named: Path) -> None:
+    """torch.save, where a failed write (a full disk) is an OSError naming the file."""
+    try:
+        torch.save(obj, tmp)
+    except (RuntimeError, OSError) as exc:
+        raise write_failure(named, exc) from None
 
 
 def _collect_learners(exp: Path, name: str, ranks: list[int], into: Path) -> None:
@@ -158,13 +166,13 @@ def save_checkpoint(exp: Path, name: str, model: torch.nn.Module, optimizer: tor
     final = checkpoint_dir(exp) / name
     with atomic_path(final) as tmp:
         tmp.mkdir(parents=True)
-        torch.save(model.state_dict(), tmp / "model.pt")
+        _save(tmp / "model.pt", model.state_dict(), final / "model.pt")
         pause = _test_pause(trainer_state.get("epoch", 0)) if trainer_state.get("mid_epoch") is None else 0.0
         if pause > 0:
             time.sleep(pause)
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save({**trainer_state, "learners": len(ranks), "learner_ranks": ranks, "rng": rng_state()},
-                   tmp / "trainer.pt")
+        _save(tmp / "optimizer.pt", optimizer.state_dict(), final / "optimizer.pt")
+        _save(tmp / "trainer.pt", {**trainer_state, "learners": len(ranks), "learner_ranks": ranks,
+                                   "rng": rng_state()}, final / "trainer.pt")
         if ranks != [0]:
             _collect_learners(exp, name, ranks, tmp)
     if ranks != [0]:

@@ -9,7 +9,8 @@ import pytest
 from feature_helpers import make_streams, utt_index
 
 from asrtrain.core.errors import ConfigError, InputError
-from asrtrain.data.archive import Archive, write_archive
+from asrtrain.data.archive import Archive
+from asrtrain.data.archive_writer import write_archive
 from asrtrain.data.fuse import Stream
 
 LENGTHS = [5, 21, 22, 60, 1, 43, 17]
@@ -44,7 +45,7 @@ def test_header_layout_and_index(tmp_path: Path) -> None:
     assert arc.utterances == [(u, f, c, n) for u, f, c, n in
                               zip(utts, firsts, chunks, lengths, strict=True)]
     head = arc.header
-    assert head["format"] == "asrtrain-archive" and head["format_version"] == 1
+    assert head["format"] == "asrtrain-archive" and head["format_version"] == 2
     assert head["skipped"] == [] and head["fingerprint"]["packages"]["h5py"]
     assert head["fingerprint"]["layout"] == arc.layout
 
@@ -195,7 +196,8 @@ def test_archive_records_the_tree_of_its_targets(tmp_path: Path) -> None:
     where decode checks it against the graph's."""
     import kaldiio
 
-    from asrtrain.data.archive import Archive, write_archive
+    from asrtrain.data.archive import Archive
+    from asrtrain.data.archive_writer import write_archive
     from asrtrain.data.fuse import Stream
     from asrtrain.decode.loglikes import model_tree_id
 

@@ -57,7 +57,7 @@ def test_features_then_archive_then_info(tmp_path: Path) -> None:
     assert (tmp_path / "arch" / "train.h5.config.yaml").is_file()
     res = CliRunner().invoke(cli, ["info", str(out)], env={"COLUMNS": "160"})
     assert res.exit_code == 0, res.output
-    for text in ("asrtrain-archive v1", "logmel", "0–119", "11 pdfs", "cmvn means"):
+    for text in ("asrtrain-archive v2", "logmel", "0–119", "11 pdfs", "cmvn means"):
         assert text in res.output
 
 

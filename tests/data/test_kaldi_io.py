@@ -68,7 +68,8 @@ def test_each_form_decodes_to_the_source(name: str, tolerance: float) -> None:
 
 @pytest.mark.parametrize("name,tolerance", FORMS)
 def test_archive_from_kaldi_scp_matches_source(tmp_path: Path, name: str, tolerance: float) -> None:
-    from asrtrain.data.archive import Archive, write_archive
+    from asrtrain.data.archive import Archive
+    from asrtrain.data.archive_writer import write_archive
     from asrtrain.data.fuse import Stream
 
     src = source()

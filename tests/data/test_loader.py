@@ -13,7 +13,8 @@ import torch
 from feature_helpers import make_streams, utt_index
 
 from asrtrain.core.errors import ConfigError
-from asrtrain.data.archive import Archive, write_archive
+from asrtrain.data.archive import Archive
+from asrtrain.data.archive_writer import write_archive
 from asrtrain.data.fuse import Stream
 from asrtrain.data.loader import IGNORE_INDEX, ChunkLoader, Piece
 

@@ -36,7 +36,7 @@ def _features(pdf_scp: Path, out: Path, num_pdfs: int, seed: int) -> Path:
 
 
 def _archive(lang: Path, split: str, work: Path, num_pdfs: int, targets: bool) -> Path:
-    from asrtrain.data.archive import write_archive
+    from asrtrain.data.archive_writer import write_archive
     from asrtrain.data.fuse import Stream
 
     scp = lang / "pdf_ali" / f"{split}.scp"

@@ -20,7 +20,7 @@ DIM = 8
 def write_learnable_archive(out: Path, utts: int, seed: int, noise: float = 1.0) -> Path:
     import kaldiio
 
-    from asrtrain.data.archive import write_archive
+    from asrtrain.data.archive_writer import write_archive
     from asrtrain.data.fuse import Stream
 
     rng = np.random.default_rng(seed)

@@ -28,7 +28,7 @@ def corpus_archive(corpus: Path, split: str, work: Path, num_pdfs: int) -> Path:
     make_features(corpus / split, feats, FeatureConfig(type="logmel", deltas=True), nj=1)
     out = work / f"{split}.h5"
     stream = Stream("logmel", feats / "feats.scp", cmvn=read_cmvn_scp(feats / "cmvn.scp"))
-    from asrtrain.data.archive import write_archive
+    from asrtrain.data.archive_writer import write_archive
 
     write_archive(out, [stream], ali_scp=str(corpus / split / "ali.scp"), num_pdfs=num_pdfs,
                   utt2spk=read_utt2spk(feats / "utt2spk"))

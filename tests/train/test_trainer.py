@@ -102,7 +102,7 @@ def test_resume_refuses_another_model(learnable_archives: tuple[Path, Path], tmp
 def test_archive_errors(learnable_archives: tuple[Path, Path], tmp_path: Path) -> None:
     import kaldiio
 
-    from asrtrain.data.archive import write_archive
+    from asrtrain.data.archive_writer import write_archive
     from asrtrain.data.fuse import Stream
 
     scp = tmp_path / "feats.scp"
