@@ -106,3 +106,64 @@ def mini_lang(mini_corpus: Path, tmp_path_factory) -> tuple[Path, dict]:
     figures = prepare_lang(mini_corpus / "dict", mini_corpus / "lm_text", mini_corpus, out,
                            order=3, num_pdfs=60)
     return out, figures
+
+
+def _cli_bin() -> str:
+    return str(Path(sys.executable).parent / "asrtrain")
+
+
+@pytest.fixture()
+def run_cli():
+    """``asrtrain ARGS`` in a subprocess, as a user runs it: exit status, stdout, stderr."""
+    import os
+    import subprocess
+
+    def run(*args: object, timeout: float = 300, **kwargs):
+        env = dict(os.environ, COLUMNS="3000", OMP_NUM_THREADS="1", **kwargs.pop("env", {}))
+        return subprocess.run([_cli_bin(), *map(str, args)], capture_output=True, text=True,
+                              timeout=timeout, env=env, **kwargs)
+
+    return run
+
+
+def error_line(output: str, code: int, returncode: int, *needles: str) -> str:
+    """The one ``Error:`` line of a failed command, checked: its status, no traceback, the needles."""
+    assert returncode == code, f"exit {returncode}, expected {code}:\n{output[-3000:]}"
+    assert "Traceback" not in output and "Segmentation" not in output, output[-3000:]
+    lines = [ln for ln in output.splitlines() if ln.startswith("Error:")]
+    assert len(lines) == 1, output[-3000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture()
+def tmpfs(tmp_path: Path):
+    """``tmpfs(kib)``: a fresh tmpfs of that size mounted under tmp_path (skip where mounting is
+    not allowed); unmounted at the end, also when the test fails."""
+    import shutil
+    import subprocess
+
+    mounted: list[Path] = []
+
+    def mount(kib: int) -> Path:
+        if shutil.which("mount") is None:
+            pytest.skip("no mount command: cannot make a small filesystem to fill")
+        where = tmp_path / f"tmpfs{len(mounted)}"
+        where.mkdir()
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(where)],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            pytest.skip(f"cannot mount a tmpfs (not root?): {proc.stderr.strip()}")
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture()
+def one_error():
+    """:func:`error_line` as a fixture (tests cannot import a conftest)."""
+    return error_line

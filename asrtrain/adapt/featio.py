@@ -15,25 +15,19 @@ from asrtrain.core.errors import InputError
 
 def open_feats(data: Path) -> tuple[Path, Any]:
     """``DATA/feats.scp`` opened lazily with kaldiio; missing is an InputError."""
-    import kaldiio
+    from asrtrain.data.kaldi_read import open_scp
 
     scp = Path(data) / "feats.scp"
     if not scp.is_file():
         raise InputError("no feats.scp: make features first (asrtrain prepare features)", data)
-    try:
-        return scp, kaldiio.load_scp(str(scp))
-    except (ValueError, OSError) as exc:
-        raise InputError(f"cannot read: {exc}", scp) from None
+    return scp, open_scp(scp)
 
 
 def read_matrix(table: Any, key: str, source: Path, dim: int | None = None) -> np.ndarray:
     """One float32 matrix of a kaldiio table; unreadable or misshapen is an InputError."""
-    try:
-        mat = np.array(table[key], dtype=np.float32)
-    except KeyError:
-        raise InputError(f"no entry for {key!r}", source) from None
-    except (ValueError, OSError, EOFError) as exc:
-        raise InputError(f"cannot read the entry of {key!r}: {exc}", source) from None
+    from asrtrain.data.kaldi_read import load_entry
+
+    mat = np.array(load_entry(table, key, source), dtype=np.float32)
     if mat.ndim != 2 or mat.shape[0] == 0:
         raise InputError(f"{key!r} is not a non-empty matrix (shape {mat.shape})", source)
     if dim is not None and mat.shape[1] != dim:

@@ -272,16 +272,13 @@ def _check_gmm(gmm: DiagGMM, lda_dim: int, where: Path) -> None:
 
 def _estimate_lda(src: _Source, ali: Path, lda_dim: int, path: Path) -> None:
     """Accumulate class statistics of spliced frames over the aligned utterances."""
-    import kaldiio
     import numpy as np
 
     from asrtrain.adapt.lda import LdaStats, estimate_lda, save_lda, splice
     from asrtrain.core.progress import track
+    from asrtrain.data.kaldi_read import load_entry, open_scp
 
-    try:
-        table = kaldiio.load_scp(str(ali))
-    except (ValueError, OSError) as exc:
-        raise InputError(f"cannot read the alignments: {exc}", ali) from None
+    table = open_scp(ali, "alignment scp")
     aligned = [u for u in src.utts if u in table]
     if not aligned:
         raise InputError("no alignment for any utterance of feats.scp", ali)
@@ -289,7 +286,7 @@ def _estimate_lda(src: _Source, ali: Path, lda_dim: int, path: Path) -> None:
     mismatched = []
     for utt in track(aligned, "LDA statistics"):
         try:
-            labels = np.asarray(table[utt]).astype(np.int64).reshape(-1)
+            labels = np.asarray(load_entry(table, utt, ali)).astype(np.int64).reshape(-1)
         except (ValueError, OSError, EOFError) as exc:
             raise InputError(f"cannot read the alignment of {utt!r}: {exc}", ali) from None
         if labels.size and labels.min() < 0:

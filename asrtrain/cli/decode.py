@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from asrtrain.cli.options import config_option, resolved_params
+from asrtrain.cli.options import POSITIVE, config_option, resolved_params
 
 
 @click.command()
@@ -16,9 +16,9 @@ from asrtrain.cli.options import config_option, resolved_params
 @click.argument("data", type=click.Path(path_type=Path))
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--nj", type=click.IntRange(1), default=2, show_default=True, help="Parallel jobs.")
-@click.option("--acwt", type=float, default=0.1, show_default=True,
+@click.option("--acwt", type=POSITIVE, default=0.1, show_default=True,
               help="Acoustic scale when --lmwt is empty (one pass, named after 1/acwt).")
-@click.option("--beam", type=float, default=13.0, show_default=True, help="Decoding beam.")
+@click.option("--beam", type=POSITIVE, default=13.0, show_default=True, help="Decoding beam.")
 @click.option("--max-active", type=click.IntRange(1), default=7000, show_default=True,
               help="Most active states per frame.")
 @click.option("--lmwt", default="8:15", show_default=True,
@@ -43,11 +43,16 @@ def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, 
     Writes OUT/hyp/<lmwt>.txt, OUT/ctm/<lmwt>.ctm, OUT/log/ and, with --text, OUT/ref.txt;
     then `asrtrain score --sweep OUT` gives the WER per LM weight.
     """
-    from asrtrain.core.errors import InputError
+    from asrtrain.core.errors import ConfigError, InputError
     from asrtrain.core.runlog import command_run
     from asrtrain.decode.decoder import DecodeConfig, parse_lmwt
     from asrtrain.decode.decoder import decode as run_decode
 
+    try:
+        lmwts = parse_lmwt(lmwt, acwt)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc).removeprefix(f"--lmwt {lmwt!r}: "), ctx,
+                                 param_hint="'--lmwt'") from None
     none = Path("-")
     if oracle is None:
         for what, p in (("MODEL", model), ("DATA", data)):
@@ -55,7 +60,7 @@ def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, 
                 raise InputError(f"{what} not found (give a file, or use --oracle)", p)
     cfg = DecodeConfig(graph=graph, out=out, model=None if model == none else model,
                        data=None if data == none else data, oracle=oracle, nj=nj, acwt=acwt,
-                       beam=beam, max_active=max_active, lmwts=parse_lmwt(lmwt, acwt), text=text,
+                       beam=beam, max_active=max_active, lmwts=lmwts, text=text,
                        tid2pdf=tid2pdf)
     with command_run("decode", out, resolved_params(ctx)):
         figures = run_decode(cfg)

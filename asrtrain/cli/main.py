@@ -2,7 +2,7 @@
 
 Expected failures (:class:`~asrtrain.core.errors.AsrtrainError`, missing or
 unreadable files) print one line ``Error: …`` and exit 1; usage errors exit 2
-(Click's rule); tracebacks appear only with ``-v``.
+(Click's rule); Ctrl-C exits 130; tracebacks appear only with ``-v``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ import click
 
 from asrtrain import __version__
 from asrtrain.cli.lazy import LazyGroup
+
+#: Exit status after Ctrl-C: 128 + SIGINT, as a shell reports it.
+INTERRUPTED = 130
 
 COMMANDS = {
     "prepare": "asrtrain.cli.prepare:prepare",
@@ -43,6 +46,11 @@ class RootGroup(LazyGroup):
             _reraise_if_verbose(ctx)
             where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
             raise click.ClickException(f"{where}{exc.strerror or one_line(exc)}") from None
+        except KeyboardInterrupt:
+            _reraise_if_verbose(ctx)
+            error = click.ClickException("interrupted (Ctrl-C)")
+            error.exit_code = INTERRUPTED  # type: ignore[misc]
+            raise error from None
 
 
 def _reraise_if_verbose(ctx: click.Context) -> None:

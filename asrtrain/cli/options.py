@@ -13,12 +13,37 @@ root group already does that for every command).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Finite(click.ParamType):
+    """A real number (``nan`` and ``inf`` are refused: Python's float() takes them), above a bound."""
+
+    name = "number"
+
+    def __init__(self, above: float | None = None) -> None:
+        self.above = above
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.above is not None and number <= self.above:
+            self.fail(f"{value!r} must be greater than {self.above:g}", param, ctx)
+        return number
+
+
+#: A finite number above zero (scales, beams, weights).
+POSITIVE = Finite(above=0.0)
 
 
 def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:

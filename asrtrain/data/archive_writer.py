@@ -219,12 +219,9 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
         offset += int(s.dim or 0)
     ali = None
     if ali_scp is not None:
-        import kaldiio
+        from asrtrain.data.kaldi_read import open_scp
 
-        try:
-            ali = kaldiio.load_scp(str(ali_scp), max_cache_fd=16)
-        except FileNotFoundError:
-            raise InputError("alignment scp not found", ali_scp) from None
+        ali = open_scp(ali_scp, "alignment scp", max_cache_fd=16)
     storage = storage_chunks or storage_chunks_for(chunk, dim)
     moments = _Moments(dim)
     priors = np.zeros(num_pdfs or 0, dtype=np.float64)
@@ -266,6 +263,7 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
                 writer.add(fx, fy, real)
         writer.flush()
         writer.write_checksums()
+        skipped.update(_aligned_without_features(ali, set(utts), log))
         if not index["utt_ids"]:
             raise InputError(f"no utterance could be used ({len(skipped)} skipped, first "
                              f"{next(iter(skipped.items()), ('', ''))}")
@@ -300,11 +298,20 @@ def _tree_id_beside(ali: str | None) -> str | None:
 
 
 def _load(reader: Any, utt: str, where: Any) -> np.ndarray:
-    try:
-        return np.asarray(reader[utt])
-    except Exception as exc:  # kaldiio raises several kinds on corrupt arks
-        raise InputError(f"utterance {utt!r}: cannot read ({type(exc).__name__}: {exc})",
-                         where) from None
+    from asrtrain.data.kaldi_read import load_entry
+
+    return np.asarray(load_entry(reader, utt, where))
+
+
+def _aligned_without_features(ali: Any, utts: set[str], log: Any) -> dict[str, str]:
+    """Alignments of utterances that no stream has: skipped like the rest, and counted."""
+    if ali is None:
+        return {}
+    lost = {utt: "alignment only: no stream has its features" for utt in ali if utt not in utts}
+    if lost:
+        log.warning("skipped %d aligned utterances that no feature stream has (first %s)",
+                    len(lost), next(iter(lost)))
+    return lost
 
 
 def _reason_to_skip(utt: str, streams: list[Any], ali: Any, utt2spk: dict[str, str] | None

@@ -13,6 +13,7 @@ import os
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -183,7 +184,7 @@ def _segments(path: Path) -> dict[str, tuple[str, float, float]]:
 
 def run_job(ark_path: str, items: list[tuple[str, str]], cfg: FeatureConfig, scp_name: str,
             segments: dict[str, tuple[str, float, float]] | None = None,
-            durations: dict[str, float] | None = None) -> JobResult:
+            durations: dict[str, float] | None = None, report: Any = None) -> JobResult:
     """Compute features of ``items`` (utt, wav.scp entry) into one ark, written atomically.
 
     With ``segments``, the entry is the recording's, cut to the segment's time span.
@@ -202,6 +203,8 @@ def run_job(ark_path: str, items: list[tuple[str, str]], cfg: FeatureConfig, scp
     try:
         with atomic_open(ark_path, "wb") as fd:
             for utt, entry in items:
+                if report is not None:
+                    report(1)  # the parent's progress bar
                 samples, reason = audio.samples(utt, entry, None if segments is None else segments[utt])
                 if reason is None and durations is not None and utt in durations:
                     reason = _duration_mismatch(samples.shape[0] / cfg.sample_rate, durations[utt])
@@ -344,26 +347,17 @@ def _run_jobs(arks: list[str], jobs: list[list], cfg: FeatureConfig, scp_name: s
               segments: dict | None, durations: dict[str, float] | None = None) -> list[JobResult]:
     """Run the jobs inline (one) or in worker processes (several, spawned: fork-safe)."""
     from asrtrain.core.progress import Progress
+    from asrtrain.core.workers import run_workers
 
-    results: list[JobResult] = []
     with Progress("features", total=sum(len(j) for j in jobs), unit=" utts") as bar:
         if len(jobs) == 1:
-            results.append(run_job(arks[0], jobs[0], cfg, scp_name, segments, durations))
+            results = [run_job(arks[0], jobs[0], cfg, scp_name, segments, durations)]
             bar.advance(len(jobs[0]))
             return results
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("spawn")) as pool:
-            futures = []
-            for ark, job in zip(arks, jobs, strict=True):
-                seg = None if segments is None else {u: segments[u] for u, _ in job}
-                dur = None if durations is None else {u: durations[u] for u, _ in job if u in durations}
-                futures.append(pool.submit(run_job, ark, job, cfg, scp_name, seg, dur))
-            for fut, job in zip(futures, jobs, strict=True):
-                results.append(fut.result())
-                bar.advance(len(job))
-    return results
+        args = [(ark, job, cfg, scp_name, None if segments is None else {u: segments[u] for u, _ in job},
+                 None if durations is None else {u: durations[u] for u, _ in job if u in durations})
+                for ark, job in zip(arks, jobs, strict=True)]
+        return run_workers(run_job, args, len(jobs), on_message=lambda _job, n: bar.advance(n))
 
 
 def _write_outputs(data: Path, out: Path, name: str, utt2spk: dict[str, str],

@@ -57,14 +57,9 @@ class Stream:
     def reader(self) -> Any:
         """kaldiio's lazy dict over the scp (files stay open between reads)."""
         if self._reader is None:
-            import kaldiio
+            from asrtrain.data.kaldi_read import open_scp
 
-            try:
-                self._reader = kaldiio.load_scp(str(self.scp), max_cache_fd=64)
-            except FileNotFoundError:
-                raise InputError("scp file not found", self.scp) from None
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise InputError(f"not a valid scp file ({exc})", self.scp) from None
+            self._reader = open_scp(self.scp, max_cache_fd=64)
         return self._reader
 
     def keys(self) -> list[str]:
@@ -75,13 +70,9 @@ class Stream:
 
     def load(self, utt: str) -> np.ndarray:
         """The matrix (or vector) of ``utt``; unreadable data is an error naming both."""
-        try:
-            value = self.reader[utt]
-        except FileNotFoundError as exc:
-            raise InputError(f"utterance {utt!r}: {exc.filename or ''} not found", self.scp) from None
-        except Exception as exc:  # kaldiio raises several kinds on corrupt arks
-            raise InputError(f"utterance {utt!r}: cannot read ({type(exc).__name__}: {exc})",
-                             self.scp) from None
+        from asrtrain.data.kaldi_read import load_entry
+
+        value = load_entry(self.reader, utt, self.scp)
         if isinstance(value, tuple):
             raise InputError(f"utterance {utt!r}: entry is audio, not a feature matrix", self.scp)
         return np.asarray(value)

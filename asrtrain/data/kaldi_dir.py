@@ -18,6 +18,7 @@ from pathlib import Path
 
 from asrtrain.core.atomic import atomic_open
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import not_utf8
 
 PathLike = str | os.PathLike[str]
 
@@ -42,7 +43,7 @@ def _lines(path: Path) -> Iterable[tuple[int, str]]:
     except FileNotFoundError:
         raise InputError("file not found", path) from None
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path) from None
+        raise InputError(not_utf8(exc), path) from None
 
 
 def read_table(path: PathLike, allow_empty_value: bool = False) -> dict[str, str]:

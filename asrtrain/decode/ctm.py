@@ -14,6 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from asrtrain.core.textio import read_lines
+
 FRAME_SHIFT = 0.01
 
 
@@ -75,7 +77,7 @@ def phone_segments(pdfs: list[int], pdf_info: list[tuple[int, int]]) -> list[tup
 def read_align_lexicon(path: Path, phone_ids: dict[str, int]) -> dict[str, list[tuple[int, ...]]]:
     """word → its pronunciations as phone-id tuples."""
     prons: dict[str, list[tuple[int, ...]]] = defaultdict(list)
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in read_lines(path):
         parts = line.split()
         if len(parts) >= 2:
             prons[parts[0]].append(tuple(phone_ids[p] for p in parts[1:]))

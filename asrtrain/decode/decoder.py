@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing as mp
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +23,7 @@ import numpy as np
 
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import ConfigError, InputError
+from asrtrain.core.textio import read_lines
 from asrtrain.decode.graph_dir import GraphInfo, load_tid2pdf
 
 log = logging.getLogger("asrtrain.decode")
@@ -49,8 +50,8 @@ class DecodeConfig:
 def parse_lmwt(spec: str | None, acwt: float) -> list[float]:
     """``8:15`` (inclusive range), ``8,10,12`` or ``10``; empty: the single weight 1/acwt."""
     if spec is None or not str(spec).strip():
-        if acwt <= 0:
-            raise ConfigError(f"--acwt must be positive, got {acwt}")
+        if not (math.isfinite(acwt) and acwt > 0):
+            raise ConfigError(f"--acwt must be a finite positive number, got {acwt}")
         return [1.0 / acwt]
     try:
         if ":" in spec:
@@ -60,8 +61,8 @@ def parse_lmwt(spec: str | None, acwt: float) -> list[float]:
             values = [float(x) for x in spec.split(",")]
     except ValueError:
         raise ConfigError(f"--lmwt {spec!r}: expected A:B, a list A,B,C or a number") from None
-    if not values or min(values) <= 0:
-        raise ConfigError(f"--lmwt {spec!r}: LM weights must be positive")
+    if not values or not all(math.isfinite(w) and w > 0 for w in values):
+        raise ConfigError(f"--lmwt {spec!r}: LM weights must be finite positive numbers")
     return values
 
 
@@ -233,61 +234,29 @@ def _job_log(out: Path, job: int) -> logging.Handler:
     return handler
 
 
-def _worker(job: int, utts: list[str], cfg: DecodeConfig, queue: Any) -> None:
-    """A spawned job: one thread, progress and the result (or the error) through ``queue``."""
-    from asrtrain.core.errors import AsrtrainError
-
+def _worker(job: int, utts: list[str], cfg: DecodeConfig, report: Any) -> JobStats:
+    """A spawned job: one thread, progress through ``report``."""
     if cfg.model is not None:  # one core per job (torch would take them all)
         import torch
 
         torch.set_num_threads(1)
-    try:
-        stats = run_job(job, utts, cfg, progress=lambda n: queue.put(("progress", job, n)))
-        queue.put(("done", job, asdict(stats)))
-    except AsrtrainError as exc:
-        queue.put(("error", job, str(exc)))
-    except BaseException as exc:  # a bug: keep the type in the message
-        queue.put(("error", job, f"{type(exc).__name__}: {exc}"))
+    return run_job(job, utts, cfg, progress=report)
 
 
 def run_jobs(cfg: DecodeConfig, jobs: list[list[str]], total: int) -> list[JobStats]:
     """All jobs, in this process when there is one, else in spawned processes."""
+    from asrtrain.core.errors import AsrtrainError
     from asrtrain.core.progress import Progress
+    from asrtrain.core.workers import run_workers
 
     with Progress("decode", total=total, unit=" utts") as bar:
         if len(jobs) == 1:
             return [run_job(0, jobs[0], cfg, progress=bar.advance)]
-        ctx = mp.get_context("spawn")
-        queue = ctx.Queue()
-        procs = [ctx.Process(target=_worker, args=(j, utts, cfg, queue), daemon=True)
-                 for j, utts in enumerate(jobs)]
-        for p in procs:
-            p.start()
-        results: dict[int, JobStats] = {}
-        error = None
         try:
-            while len(results) < len(procs) and error is None:
-                try:
-                    kind, job, payload = queue.get(timeout=5)
-                except Exception:
-                    dead = [j for j, p in enumerate(procs) if not p.is_alive() and j not in results]
-                    if dead and queue.empty():
-                        error = f"decode job {dead[0]} died (exit code {procs[dead[0]].exitcode})"
-                    continue
-                if kind == "progress":
-                    bar.advance(payload)
-                elif kind == "done":
-                    results[job] = JobStats(**payload)
-                else:
-                    error = f"decode job {job}: {payload} (see {cfg.out}/log/decode.{job}.log)"
-        finally:
-            for p in procs:
-                if error is not None and p.is_alive():
-                    p.terminate()
-                p.join()
-        if error is not None:
-            raise InputError(error)
-        return [results[j] for j in range(len(procs))]
+            return run_workers(_worker, [(j, utts, cfg) for j, utts in enumerate(jobs)], len(jobs),
+                               on_message=lambda _job, n: bar.advance(n))
+        except AsrtrainError as exc:
+            raise InputError(f"decode {exc} (see {cfg.out}/log/decode.<job>.log)") from None
 
 
 def decode(cfg: DecodeConfig) -> dict[str, Any]:
@@ -369,7 +338,7 @@ def copy_reference(text: Path, dest: Path, words: dict[int, str], decoded: set[s
     if not Path(text).exists():
         raise InputError("reference text not found", text)
     vocab = set(words.values())
-    lines = Path(text).read_text(encoding="utf-8").splitlines()
+    lines = read_lines(text)
     oov, where = 0, []
     refs = set()
     for line in lines:

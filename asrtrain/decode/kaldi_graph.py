@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_lines
 
 WORD_BOUNDARY_KINDS = ("nonword", "begin", "end", "internal", "singleton")
 
@@ -46,7 +47,7 @@ def read_tid2pdf(path: Path, phones: dict[str, int] | None = None) -> TidMap:
     tids: list[int] = []
     pdfs: list[int] = []
     extra: list[tuple[int, int]] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_lines(path), 1):
         parts = line.split()
         if not parts:
             continue
@@ -122,11 +123,13 @@ def read_hclg(path: Path):
     import kaldifst
 
     kind = fst_type(path)
-    if kind == "const":
-        return kaldifst.StdConstFst.read(str(path))
-    if kind == "vector":
-        return kaldifst.StdVectorFst.read(str(path))
-    raise InputError(f"unsupported FST type {kind!r} (expected const or vector)", path)
+    readers = {"const": kaldifst.StdConstFst, "vector": kaldifst.StdVectorFst}
+    if kind not in readers:
+        raise InputError(f"unsupported FST type {kind!r} (expected const or vector)", path)
+    fst = readers[kind].read(str(path))  # OpenFst prints its reason and returns None
+    if fst is None:
+        raise InputError(f"OpenFst cannot read this {kind} FST: truncated or corrupt?", path)
+    return fst
 
 
 def max_ilabel(path: Path) -> int | None:
@@ -154,7 +157,7 @@ def max_ilabel(path: Path) -> int | None:
 def read_word_boundary(path: Path) -> dict[int, str]:
     """``phone-id kind`` per line (kind: nonword, begin, end, internal, singleton)."""
     table: dict[int, str] = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_lines(path), 1):
         parts = line.split()
         if not parts:
             continue
@@ -168,7 +171,7 @@ def read_word_boundary(path: Path) -> dict[int, str]:
 def read_align_lexicon_int(path: Path, words: dict[int, str]) -> dict[str, list[tuple[int, ...]]]:
     """Kaldi's ``word-id word-id phone-id …`` lines → word → pronunciations (``<eps>`` left out)."""
     prons: dict[str, list[tuple[int, ...]]] = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_lines(path), 1):
         parts = line.split()
         if not parts:
             continue

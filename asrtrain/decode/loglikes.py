@@ -48,20 +48,23 @@ class OracleScorer:
     """Scores from pdf alignments (``--oracle ALI.scp``)."""
 
     def __init__(self, ali_scp: Path, num_pdfs: int) -> None:
-        import kaldiio
+        from asrtrain.data.kaldi_read import open_scp
 
         self.path = Path(ali_scp)
-        if not self.path.exists():
-            raise InputError("alignment scp not found", self.path)
-        self.table = kaldiio.load_scp(str(self.path))
+        self.table = open_scp(self.path, "alignment scp")
         self.num_pdfs = num_pdfs
 
     def utterances(self) -> list[tuple[str, int]]:
         """(utt, frames) of every alignment."""
-        return [(u, int(np.asarray(self.table[u]).size)) for u in self.table]
+        return [(u, int(np.asarray(self._load(u)).size)) for u in self.table]
+
+    def _load(self, utt: str) -> Any:
+        from asrtrain.data.kaldi_read import load_entry
+
+        return load_entry(self.table, utt, self.path)
 
     def __call__(self, utt: str) -> np.ndarray:
-        return oracle_loglikes(self.table[utt], self.num_pdfs, utt)
+        return oracle_loglikes(self._load(utt), self.num_pdfs, utt)
 
 
 def log_priors(priors: np.ndarray | None, num_pdfs: int, where: Any) -> np.ndarray:

@@ -89,7 +89,7 @@ def _learn(fn: Callable[..., Any], dist_cfg: DistConfig, args: tuple[Any, ...], 
             from asrtrain.distributed.membership import announce_gone
 
             announce_gone(strategy.store, place.rank, f"left: a collective failed ({str(exc).splitlines()[0]})")
-        dead = strategy.heartbeat.stale(wait_s=3.0)
+        dead = strategy.heartbeat.first_silent(wait_s=3.0)
         who = ", ".join(f"rank {r}" for r in dead) or "a peer"
         raise AsrtrainError(f"learner rank {place.rank}: communication with {who} failed: "
                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc

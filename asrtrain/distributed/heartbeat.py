@@ -53,6 +53,7 @@ class Heartbeat:
         self._seen: dict[int, tuple[int, float]] = {}
         self._lock = threading.Lock()
         self.store.add(f"hb/{rank}", 1)
+        self.store.set(f"hb/{rank}/t", repr(time.time()))
         self._touched = time.monotonic()
         self.free = True
         self.watched: dict[str, bytes | None] = {}  # keys read at every beat (no store trip on the step path)
@@ -79,6 +80,7 @@ class Heartbeat:
                 if not self.free and time.monotonic() - self._touched > self.timeout_s / 2:
                     continue
                 self.store.add(f"hb/{self.rank}", 1)
+                self.store.set(f"hb/{self.rank}/t", repr(time.time()))
             except Exception:  # noqa: BLE001 - the store is gone: the job is ending
                 return
 
@@ -104,6 +106,20 @@ class Heartbeat:
         first = {r: int(self.watch_store.add(f"hb/{r}", 0)) for r in range(self.world_size) if r != self.rank}
         time.sleep(wait_s)
         return [r for r, c in first.items() if int(self.watch_store.add(f"hb/{r}", 0)) == c]
+
+    def first_silent(self, wait_s: float) -> list[int]:
+        """The learners that went silent first: whose heartbeat stopped earliest, of those stopped now.
+
+        When a collective fails (a learner stopped, every other one waiting for it in
+        the collective), all hearts stop in the end: the waiting ones half a timeout
+        after they began to wait, the stopped one at once. So the culprit is the one
+        whose last beat is the oldest.
+        """
+        stale = self.stale(wait_s)
+        last = {r: float(self.watch_store.get(f"hb/{r}/t")) if self.watch_store.check([f"hb/{r}/t"]) else 0.0
+                for r in stale}
+        oldest = min(last.values(), default=0.0)
+        return sorted(r for r, t in last.items() if t <= oldest + 1.0)
 
     def close(self) -> None:
         self._stop.set()

@@ -12,6 +12,10 @@ SIGUSR1 and SIGINT to them, and collects each one's result or error:
   cannot hold it): one error naming every failed rank and why, unless ``elastic``,
   where the job succeeds if the survivors do;
 * learners that stop for a preemption make the job raise :class:`Preempted`.
+
+Each learner reports through a pipe of its own, not a ``multiprocessing.Queue``: a
+queue's locks are named semaphores in ``/dev/shm`` that a job killed as a group
+(SIGKILL to the process group) leaves behind.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import queue
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -34,19 +37,21 @@ FORWARDED = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
 
 def _child(rank: int, nproc: int, port: int, fn: Callable[..., Any], args: tuple[Any, ...],
-           results: Any) -> None:
-    """One learner: the launcher's environment, then ``fn(*args)``; its outcome goes to ``results``."""
+           report: Any) -> None:
+    """One learner: the launcher's environment, then ``fn(*args)``; its outcome goes to ``report``."""
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(nproc),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True",
                       ASRTRAIN_LAUNCHER="nproc")
     try:
-        results.put((rank, "ok", fn(*args)))
+        report.send(("ok", fn(*args)))
     except Preempted as exc:
-        results.put((rank, "preempted", str(exc)))
+        report.send(("preempted", str(exc)))
         raise SystemExit(Preempted.exit_code) from None
     except BaseException as exc:  # noqa: BLE001 - reported to the launcher, which names the rank
-        results.put((rank, "error", one_line(exc)))
+        report.send(("error", one_line(exc)))
         raise SystemExit(1) from None
+    finally:
+        report.close()
 
 
 @contextlib.contextmanager
@@ -89,14 +94,17 @@ def launch_local(nproc: int, fn: Callable[..., Any], args: tuple[Any, ...], run_
     store = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,  # noqa: F841 - held open
                      timeout=timedelta(seconds=timeout_s))
     ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_child, args=(r, nproc, port, fn, args, results), name=f"{run_id}-{r}")
+    pipes = [ctx.Pipe(duplex=False) for _ in range(nproc)]
+    procs = [ctx.Process(target=_child, args=(r, nproc, port, fn, args, pipes[r][1]), name=f"{run_id}-{r}")
              for r in range(nproc)]
     outcome: dict[int, tuple[str, Any]] = {}
     with _forwarding(procs):
         for p in procs:
             p.start()
-        failed = _wait(procs, results, outcome, elastic, _Departures(store) if elastic else None)
+        for _, sender in pipes:
+            sender.close()  # the children hold them: a pipe reads end-of-file when its learner is gone
+        readers = {reader: rank for rank, (reader, _) in enumerate(pipes)}
+        failed = _wait(procs, readers, outcome, elastic, _Departures(store) if elastic else None)
     return _result(procs, outcome, failed, elastic)
 
 
@@ -118,20 +126,24 @@ class _Departures:
         return bool(self.store.check([f"members/gone/{rank}"]))
 
 
-def _wait(procs: list[Any], results: Any, outcome: dict[int, tuple[str, Any]], elastic: bool,
+def _wait(procs: list[Any], readers: dict[Any, int], outcome: dict[int, tuple[str, Any]], elastic: bool,
           departures: _Departures | None = None) -> list[int]:
     """Collect outcomes until every learner has exited; returns the failed ranks in order of failure.
 
     Learners killed because another failed count as failed only if they said why first.
     """
+    from multiprocessing.connection import wait
+
     failed: list[int] = []
     stopping = False
-    while any(p.is_alive() for p in procs) or not results.empty():
-        try:
-            rank, kind, value = results.get(timeout=0.1)
-            outcome[rank] = (kind, value)
-        except queue.Empty:
-            pass
+    while any(p.is_alive() for p in procs) or readers:
+        ready: list[Any] = wait(list(readers), timeout=0.1)
+        for reader in ready:
+            rank = readers[reader]
+            try:
+                outcome[rank] = reader.recv()
+            except (EOFError, OSError):  # the learner ended without a word (killed)
+                del readers[reader]
         for rank, p in enumerate(procs):
             if departures is not None and p.is_alive() and departures.declared(rank):
                 p.kill()  # declared gone by the others (hung, cut off): it must not hold the job open

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_lines
 
 EPS = "<eps>"
 UNK = "<UNK>"
@@ -57,11 +58,7 @@ def write_symbols(path: Path, table: dict[str, int]) -> None:
 
 
 def _lines(path: Path) -> list[str]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", path) from None
-    return [ln for ln in text.splitlines() if ln.strip()]
+    return [ln for ln in read_lines(path) if ln.strip()]
 
 
 def read_dict_dir(dict_dir: Path, phones_txt: Path | None = None) -> Lexicon:

@@ -58,7 +58,11 @@ def parse_min_count(spec: str | Sequence[int] | None, order: int) -> list[int]:
     """``"1,1,2,2"`` → a raw-count cutoff per order (missing orders repeat the last)."""
     if spec is None or spec == "":
         return [1] * order
-    values = [int(v) for v in spec.split(",")] if isinstance(spec, str) else [int(v) for v in spec]
+    try:
+        values = [int(v) for v in (spec.split(",") if isinstance(spec, str) else spec)]
+    except (TypeError, ValueError):
+        raise ConfigError(f"--min-count {spec!r}: expected integers separated by commas, "
+                          "like 1,1,2,2") from None
     values = (values + [values[-1]] * order)[:order]
     if values[0] != 1:
         raise ConfigError("--min-count: unigrams cannot be pruned (the first value must be 1)")

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_lines
 from asrtrain.lang.hmm import segments, state_split
 from asrtrain.lang.tree import ContextTree
 
@@ -42,7 +43,7 @@ def read_ctm_cuts(ctm: Path, frame_shift: float = 0.01, centre: float = 0.0125
                   ) -> dict[str, list[int]]:
     """First frame of every phone of a phone CTM (frame t's centre is t·shift + centre)."""
     cuts: dict[str, list[int]] = {}
-    for n, line in enumerate(Path(ctm).read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_lines(ctm), 1):
         parts = line.split()
         if not parts:
             continue

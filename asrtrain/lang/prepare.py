@@ -16,6 +16,7 @@ from pathlib import Path
 
 from asrtrain.core.atomic import atomic_path, write_text
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_lines
 from asrtrain.lang import graph as graphs
 from asrtrain.lang.fstio import write_const
 from asrtrain.lang.hmm import estimate_topology
@@ -42,7 +43,7 @@ def read_sentences(path: Path, has_ids: bool) -> list[list[str]]:
     if not Path(path).exists():
         raise InputError("file not found", path)
     out = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in read_lines(path):
         words = line.upper().split()
         if has_ids:
             words = words[1:]
@@ -172,7 +173,7 @@ def add_learned_variants(lex, ali_dir: Path, train: list, min_count: int) -> int
         log.warning("%s is missing: no pronunciation variants learned", text_path)
         return 0
     text = {p[0]: [w.upper() for w in p[1:]] for p in
-            (ln.split() for ln in text_path.read_text(encoding="utf-8").splitlines()) if p}
+            (ln.split() for ln in read_lines(text_path)) if p}
     names = {i: p for p, i in lex.phones.items()}
     sil = lex.phones[lex.silence]
     prons: dict[str, list[tuple[str, ...]]] = {}

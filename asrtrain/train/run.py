@@ -23,7 +23,7 @@ from asrtrain.train.hooks import Hooks
 from asrtrain.train.resume import describe
 from asrtrain.train.schedule import LRSchedule
 from asrtrain.train.trainer import TrainResult, train
-from asrtrain.train.validate import archive_dims, open_archive
+from asrtrain.train.validate import archive_dims, batch_problem, open_archive
 
 
 def learner(strategy: Strategy, cfg: TrainConfig, hooks: Hooks | None = None) -> TrainResult:
@@ -73,4 +73,7 @@ def plan(cfg: TrainConfig, dist_cfg: DistConfig) -> dict[str, Any]:
         "resume from": describe(cfg.exp, world, dist_cfg.strategy, size) if cfg.resume else "no (--no-resume)",
         "mid-epoch checkpoints": _save_policy(cfg),
     })
+    problem = batch_problem(archive, cfg.batch)
+    if problem:
+        out["problem"] = f"{cfg.archive}: {problem}; training would stop here"
     return out

@@ -9,18 +9,43 @@ whole super-learner), which is what makes SSGD on several learners equal one lea
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 import torch.nn.functional as F
 
+from asrtrain.core.errors import ConfigError
 from asrtrain.data.loader import IGNORE_INDEX
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """bf16 autocast on GPU by default; fp32 (no autocast) on CPU unless asked."""
     if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
+        if device.type == "cpu":
+            check_cpu_bf16_lstm()
         return torch.bfloat16
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_bf16_lstm_problem() -> str | None:
+    """Why this CPU cannot run a bf16 LSTM (None when it can): oneDNN's bf16 LSTM needs
+    AVX-512 (BF16 or AMX); without it the first forward fails deep inside torch."""
+    lstm = torch.nn.LSTM(8, 8, batch_first=True, bidirectional=True)
+    try:
+        with torch.no_grad(), torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            lstm(torch.zeros(1, 2, 8))
+    except RuntimeError as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
+def check_cpu_bf16_lstm() -> None:
+    """A ConfigError before training when ``--precision bf16`` cannot run on this CPU."""
+    problem = cpu_bf16_lstm_problem()
+    if problem:
+        raise ConfigError(f"--precision bf16: this CPU cannot run the LSTM in bf16 ({problem}); "
+                          "use --precision fp32")
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:

@@ -43,6 +43,7 @@ from asrtrain.train.schedule import LRSchedule
 from asrtrain.train.step import autocast, autocast_dtype, frame_loss
 from asrtrain.train.validate import (
     archive_dims,
+    check_batch,
     held_out,
     held_out_row,
     open_archive,
@@ -76,6 +77,7 @@ class Trainer:
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         self.archive = open_archive(cfg.archive, "training")
+        check_batch(self.archive, cfg.batch)
         self.cfg = cfg.with_archive_dims(*archive_dims(self.archive))
         self.valid = open_held_out(cfg.valid, self.archive)
         self.device = torch.device(self.strategy.device)

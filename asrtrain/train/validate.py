@@ -36,6 +36,22 @@ def archive_dims(archive: Archive) -> tuple[int, int]:
     return archive.feat_dim, archive.num_pdfs
 
 
+def batch_problem(archive: Archive, batch: int) -> str | None:
+    """Why ``batch`` does not fit ``archive`` (None when it does): a step larger than the
+    archive would scale the learning rate for chunks that do not exist."""
+    if batch <= archive.num_chunks:
+        return None
+    return (f"--batch {batch} chunks per step, but the archive holds {archive.num_chunks} chunks: "
+            f"not one full step per epoch (use --batch {archive.num_chunks} or less)")
+
+
+def check_batch(archive: Archive, batch: int) -> None:
+    """Stop before training when :func:`batch_problem` has something to say."""
+    problem = batch_problem(archive, batch)
+    if problem:
+        raise InputError(problem, archive.path)
+
+
 def open_held_out(path: Path | None, train: Archive) -> Archive | None:
     """The held-out archive, checked against the training archive's feature and pdf sizes."""
     if path is None:

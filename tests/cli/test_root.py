@@ -63,3 +63,35 @@ def test_every_command_has_help(command: str) -> None:
     res = run(command, "--help")
     assert res.returncode == 0, res.stderr
     assert "Usage: asrtrain" in res.stdout
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path, one_error) -> None:
+    """Ctrl-C while a command waits on its input (a FIFO no one writes): no traceback."""
+    import errno
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ref, hyp = tmp_path / "ref.txt", tmp_path / "hyp.txt"
+    ref.write_text("u1 HELLO WORLD\n")
+    os.mkfifo(hyp)
+    exe = os.path.join(os.path.dirname(sys.executable), "asrtrain")
+    proc = subprocess.Popen([exe, "score", str(ref), str(hyp), str(tmp_path / "out")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while True:  # a FIFO opens for writing without blocking only once a reader has it open
+        try:
+            fd = os.open(hyp, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as exc:
+            assert exc.errno == errno.ENXIO and time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+    try:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(fd)
+    one_error(err, 130, proc.returncode, "interrupted (Ctrl-C)")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("*.sys"))

@@ -44,3 +44,50 @@ def test_bad_min_count_is_a_one_line_error(mini_corpus_dec, tmp_path):
                                    str(tmp_path / "lang"), "--min-count", "1,3,2"])
     assert res.exit_code == 1
     assert "non-decreasing" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_non_utf8_lexicon_and_bad_min_count_name_the_problem(mini_corpus_dec, tmp_path, run_cli, one_error):
+    import shutil
+
+    dict_dir = tmp_path / "dict"
+    shutil.copytree(mini_corpus_dec / "dict", dict_dir)
+    with open(dict_dir / "lexicon.txt", "ab") as fh:
+        fh.write("CAFÉ k a f e\n".encode("latin-1"))
+    args = [dict_dir, mini_corpus_dec / "lm_text", mini_corpus_dec, tmp_path / "lang"]
+    proc = run_cli("prepare", "lang", *args)
+    one_error(proc.stderr, 1, proc.returncode, f"{dict_dir / 'lexicon.txt'}: not UTF-8 text", "iconv")
+    proc = run_cli("prepare", "lang", mini_corpus_dec / "dict", *args[1:], "--min-count", "x")
+    one_error(proc.stderr, 1, proc.returncode, "--min-count 'x': expected integers separated by commas")
+    assert not (tmp_path / "lang" / "graph").exists()
+
+
+def test_truncated_hclg_is_an_error_naming_it(mini_lang_dec, tmp_path, run_cli, one_error):
+    import shutil
+
+    graph = tmp_path / "graph"
+    shutil.copytree(mini_lang_dec / "graph", graph)
+    hclg = graph / "HCLG.fst"
+    hclg.write_bytes(hclg.read_bytes()[: hclg.stat().st_size // 2])
+    proc = run_cli("decode", "-", graph, "-", tmp_path / "out", "--nj", 1,
+                   "--oracle", mini_lang_dec / "pdf_ali" / "dev.scp")
+    one_error(proc.stderr, 1, proc.returncode, f"{hclg}: OpenFst cannot read this const FST")
+    assert not list((tmp_path / "out").glob("hyp/*.txt"))
+
+
+def test_decode_values_that_cannot_be_right_are_usage_errors(mini_lang_dec, tmp_path):
+    base = ["decode", "-", str(mini_lang_dec / "graph"), "-", str(tmp_path / "out"),
+            "--oracle", str(mini_lang_dec / "pdf_ali" / "dev.scp")]
+    cases = {("--lmwt", "nan"): "LM weights must be finite positive numbers",
+             ("--lmwt", "10,inf"): "LM weights must be finite positive numbers",
+             ("--lmwt", "0:3"): "LM weights must be finite positive numbers",
+             ("--lmwt", "ten"): "expected A:B, a list A,B,C or a number",
+             ("--acwt", "inf"): "'inf' is not a finite number",
+             ("--beam", "-2"): "'-2' must be greater than 0",
+             ("--lmwt", ""): None}
+    for (option, value), message in cases.items():
+        args = [*base, option, value] + (["--acwt", "nan"] if value == "" else [])
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 2, (option, value, res.output)
+        assert "Traceback" not in res.output
+        if message:
+            assert message in res.output, res.output

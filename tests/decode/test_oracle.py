@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from asrtrain.core.errors import InputError
+from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.decode.decoder import DecodeConfig, decode, parse_lmwt
 
 
@@ -128,8 +128,11 @@ def test_parse_lmwt():
     assert parse_lmwt("8:11", 0.1) == [8, 9, 10, 11]
     assert parse_lmwt("7.5,10", 0.1) == [7.5, 10]
     assert parse_lmwt("", 0.1) == [10.0]
-    with pytest.raises(Exception, match="LM weights must be positive"):
-        parse_lmwt("0:3", 0.1)
+    for bad in ("0:3", "nan", "10,inf", "-1"):
+        with pytest.raises(ConfigError, match="LM weights must be finite positive numbers"):
+            parse_lmwt(bad, 0.1)
+    with pytest.raises(ConfigError, match="--acwt must be a finite positive number"):
+        parse_lmwt("", float("nan"))
 
 
 def test_hyps_of_other_lm_weights_are_removed(mini_lang_dec, tmp_path):

@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import json
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -68,8 +69,8 @@ class Recorder(Hooks):
                 g = torch.Generator().manual_seed(rank + 1)
                 for p in trainer.model.parameters():
                     p.add_(self.perturb * torch.randn(p.shape, generator=g))
-        self.rec = {"rank": rank, "initial": flat(trainer.model), "weights": [], "batches": [], "lrs": [],
-                    "iter_times": [], "epochs": [], "steps": 0}
+        self.rec = {"rank": rank, "host": socket.gethostname(), "initial": flat(trainer.model), "weights": [],
+                    "batches": [], "lrs": [], "iter_times": [], "epochs": [], "steps": 0}
         self._last: float | None = None
 
     def before_step(self, trainer: Any, step: int) -> None:
@@ -157,6 +158,42 @@ def trained_chunks(log_dir: Path) -> dict[int, list[str]]:
     return by_epoch
 
 
+STEP = 0.05  # the straggler scenario's emulated compute per step
+
+# SSGD: batch 12 = 3 chunks per learner, blocks of 8 chunks (3 + 3 + 2) and a shorter last
+# block, so members of the one super-learner take empty steps in lockstep.
+SSGD = dict(batch=12, base_batch=12, lr=0.3)
+# lr 0: weights move only by gossip. Three epochs: each ends on an agreed round that at
+# least one learner began after a step, so at least three rounds happen however the
+# 2 shared cores schedule the workers.
+ZERO = dict(lr=0.0, momentum=0.0, epochs=3)
+
+
+def mechanism_runs(train: Path, root: Path) -> list:
+    """The scenarios of the mechanism tests (test_mechanism.py, and across hosts test_hosts.py)."""
+    zero_hooks = Recorder(perturb=1.0, step_sleep_s=0.01)
+
+    def c(name: str, **kw):
+        return tiny_config(train, root / name, **kw)
+
+    no_avg = {"strategy": "adpsgd", "nproc": 4, "global_average": False}
+    return [
+        ("ssgd", {"strategy": "ssgd", "nproc": 4}, c("ssgd", **SSGD),
+         Recorder(record_weights=True, record_batches=True, step_sleep_s=0.005)),
+        ("adpsgd-zero", no_avg, c("adpsgd-zero", **ZERO), zero_hooks),
+        ("random-zero", {**no_avg, "topology": "random-ring", "reshuffle_every": 1, "gossip_seed": 3},
+         c("random-zero", **ZERO), zero_hooks),
+        # the same through the gossip process group (gloo point to point) instead of shared memory
+        ("adpsgd-zero-group", {**no_avg, "gossip_transport": "group"}, c("adpsgd-zero-group", **ZERO), zero_hooks),
+        ("h-adpsgd", {"strategy": "h-adpsgd", "group_size": 2, "nproc": 4}, c("h-adpsgd"),
+         Recorder(record_weights=True, step_sleep_s=0.005)),
+        ("h-adpsgd-group", {"strategy": "h-adpsgd", "group_size": 2, "nproc": 4, "gossip_transport": "group"},
+         c("h-adpsgd-group"), Recorder(record_weights=True, step_sleep_s=0.005)),
+        ("straggler", {"strategy": "adpsgd", "nproc": 4, "straggler_rank": 3, "straggler_factor": 3.0},
+         c("straggler", batch=4, base_batch=4, block_chunks=4), Recorder(step_sleep_s=STEP)),
+    ]
+
+
 def _run_one(place: Any, store: Any, name: str, dist_fields: dict[str, Any], cfg: TrainConfig,
              hooks: Recorder) -> list[dict[str, Any]]:
     """One job on the already joined workers: fresh groups and store keys, every rank's record."""
@@ -207,11 +244,12 @@ def chunks_main(argv: list[str]) -> None:
     parser.add_argument("--valid", default=None)
     parser.add_argument("--elastic", action="store_true")
     parser.add_argument("--group-size", type=int, default=None)
+    parser.add_argument("--timeout", type=float, default=20.0, help="--timeout of asrtrain train")
     args = parser.parse_args(argv)
     # 2 chunks a learner a step: 4 steps a block of 8, so checkpoints fall in the middle of blocks
     cfg = tiny_config(Path(args.train), Path(args.exp), epochs=args.epochs, batch=args.batch or 2 * args.nproc,
                       save_every_steps=args.every, momentum=0.9, valid=args.valid)
-    dist = DistConfig(args.strategy, nproc=args.nproc, timeout_s=20.0, elastic=args.elastic,
+    dist = DistConfig(args.strategy, nproc=args.nproc, timeout_s=args.timeout, elastic=args.elastic,
                       group_size=args.group_size)
     try:
         run(cfg, dist, hooks=ChunkLog(args.log_dir))
@@ -231,9 +269,17 @@ def main(argv: list[str]) -> None:
     parser.add_argument("train", type=Path)
     parser.add_argument("exp_root", type=Path)
     parser.add_argument("--strategies", default="ssgd,adpsgd,h-adpsgd")
+    parser.add_argument("--mechanism", action="store_true", help="run mechanism_runs' scenarios instead")
     args = parser.parse_args(argv)
     place, store = init_worker("gloo", 30.0)
     result: dict[str, Any] = {"launcher": place.launcher, "world": place.world_size}
+    if args.mechanism:
+        for name, fields, cfg, hooks in mechanism_runs(args.train, args.exp_root):
+            result[name] = _run_one(place, store, name, fields, cfg, hooks)
+        if place.rank == 0:
+            Path(args.out).write_text(json.dumps(result))
+        dist.destroy_process_group()
+        return
     for name in args.strategies.split(","):
         fields = {"strategy": name, "timeout_s": 30.0}
         if name == "h-adpsgd":

@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from jobs import Recorder, scenarios, tiny_config  # noqa: E402
+from jobs import SSGD, STEP, mechanism_runs, scenarios, tiny_config  # noqa: E402
 
 from asrtrain.data.archive import Archive  # noqa: E402
 from asrtrain.data.loader import real_frames  # noqa: E402
@@ -30,45 +30,10 @@ from asrtrain.train.device import DeviceBatch  # noqa: E402
 from asrtrain.train.trainer import Trainer  # noqa: E402
 
 HAVE_SHM = SHM_DIR.is_dir() and os.access(SHM_DIR, os.W_OK)
-STEP = 0.05  # the straggler scenario's emulated compute per step
-
-# SSGD: batch 12 = 3 chunks per learner, blocks of 8 chunks (3 + 3 + 2) and a shorter last
-# block, so members of the one super-learner take empty steps in lockstep.
-SSGD = dict(batch=12, base_batch=12, lr=0.3)
-# lr 0: weights move only by gossip. Three epochs: each ends on an agreed round that at
-# least one learner began after a step, so at least three rounds happen however the
-# 2 shared cores schedule the workers.
-ZERO = dict(lr=0.0, momentum=0.0, epochs=3)
-
-
-def _runs(train: Path, root: Path) -> list:
-    zero_hooks = Recorder(perturb=1.0, step_sleep_s=0.01)
-
-    def c(name: str, **kw):
-        return tiny_config(train, root / name, **kw)
-
-    no_avg = {"strategy": "adpsgd", "nproc": 4, "global_average": False}
-    return [
-        ("ssgd", {"strategy": "ssgd", "nproc": 4}, c("ssgd", **SSGD),
-         Recorder(record_weights=True, record_batches=True, step_sleep_s=0.005)),
-        ("adpsgd-zero", no_avg, c("adpsgd-zero", **ZERO), zero_hooks),
-        ("random-zero", {**no_avg, "topology": "random-ring", "reshuffle_every": 1, "gossip_seed": 3},
-         c("random-zero", **ZERO), zero_hooks),
-        # the same through the gossip process group (gloo point to point) instead of shared memory
-        ("adpsgd-zero-group", {**no_avg, "gossip_transport": "group"}, c("adpsgd-zero-group", **ZERO), zero_hooks),
-        ("h-adpsgd", {"strategy": "h-adpsgd", "group_size": 2, "nproc": 4}, c("h-adpsgd"),
-         Recorder(record_weights=True, step_sleep_s=0.005)),
-        ("h-adpsgd-group", {"strategy": "h-adpsgd", "group_size": 2, "nproc": 4, "gossip_transport": "group"},
-         c("h-adpsgd-group"), Recorder(record_weights=True, step_sleep_s=0.005)),
-        ("straggler", {"strategy": "adpsgd", "nproc": 4, "straggler_rank": 3, "straggler_factor": 3.0},
-         c("straggler", batch=4, base_batch=4, block_chunks=4), Recorder(step_sleep_s=STEP)),
-    ]
-
-
 @pytest.fixture(scope="module")
 def runs(archives, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("mechanism")
-    return launch_local(4, scenarios, (_runs(archives[0], root),), run_id="test-mechanism")[0]
+    return launch_local(4, scenarios, (mechanism_runs(archives[0], root),), run_id="test-mechanism")[0]
 
 
 def _expected_shared(name: str, exchanged: int) -> int:

@@ -80,3 +80,14 @@ def test_bad_launcher_variable_is_one_line(learnable_archives: tuple[Path, Path]
     monkeypatch.setenv("PMI_SIZE", "2")
     res = CliRunner().invoke(cli, _args(learnable_archives, tmp_path / "e"))
     assert res.exit_code == 1 and "Error: environment variable PMI_RANK='first' is not an integer" in res.output
+
+
+def test_checkpoint_onto_a_full_disk_is_one_line(learnable_archives, tmpfs, run_cli, one_error) -> None:
+    """The logs fit, the 6 MB checkpoint does not: the error names it and none is left looking complete."""
+    train_h5, _ = learnable_archives
+    exp = tmpfs(1024) / "exp"
+    proc = run_cli("train", train_h5, exp, "--epochs", 1, "--batch", 64, "--hidden", 256, "--layers", 2,
+                   "--proj", 0)
+    line = one_error(proc.stderr, 1, proc.returncode, "No space left on device", str(exp))
+    assert ".pt" in line, line
+    assert not list(exp.rglob("*.pt")) and not list(exp.rglob(".*.pt*"))
