@@ -91,8 +91,7 @@ def _learn(fn: Callable[..., Any], dist_cfg: DistConfig, args: tuple[Any, ...], 
             announce_gone(strategy.store, place.rank, f"left: a collective failed ({str(exc).splitlines()[0]})")
         dead = strategy.heartbeat.first_silent(wait_s=3.0)
         who = ", ".join(f"rank {r}" for r in dead) or "a peer"
-        raise AsrtrainError(f"learner rank {place.rank}: communication with {who} failed: "
-                            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+        raise AsrtrainError(f"communication with {who} failed ({_brief(exc)})") from exc
     finally:
         strategy.close()
         if dist.is_initialized():
@@ -150,3 +149,11 @@ def _pairs(partner: list[int | None]) -> list[list[int]]:
     pairs = [[k, p] for k, p in enumerate(partner) if p is not None and k < p]
     pairs += [[k] for k, p in enumerate(partner) if p is None]
     return pairs
+
+
+def _brief(exc: BaseException) -> str:
+    """The first line of a collective's failure, without gloo's source location."""
+    import re
+
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return re.sub(r"^\[[^\]]*\]\s*", "", first)

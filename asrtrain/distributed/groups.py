@@ -76,6 +76,23 @@ def resolve_group_size(strategy: str, world_size: int, local_world_size: int,
     raise ConfigError(f"unknown strategy {strategy!r}")
 
 
+def spanning_hosts(layout: Layout, hosts: list[str]) -> str | None:
+    """Which super-learner spans more than one host (None when each lies on one).
+
+    A super-learner is ``group_size`` consecutive ranks. torchrun numbers ranks in
+    blocks per node, but ``srun --distribution=cyclic`` or a round-robin ``mpiexec``
+    deal them out one per node in turn: the hierarchy would then allreduce over the
+    slow links it exists to avoid. ``hosts[r]`` is rank r's host id.
+    """
+    for k in range(layout.num_super):
+        ranks = layout.ranks_of(k)
+        names = sorted({hosts[r].split("/")[0] for r in ranks})
+        if len(names) > 1:
+            return (f"super-learner {k} (ranks {ranks[0]}-{ranks[-1]}) spans {len(names)} hosts "
+                    f"({', '.join(names[:4])}{', …' if len(names) > 4 else ''})")
+    return None
+
+
 @dataclass
 class Groups:
     """The process groups of one learner (``None`` where a group is not needed)."""

@@ -12,6 +12,7 @@ stopped learner is named within the timeout instead of stalling the job, or unde
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -22,6 +23,8 @@ POLL_S = 0.002
 HEARTBEAT_S = 1.0
 WATCH_S = 0.1  # watched keys (an open checkpoint) are read this often
 CHECK_S = 0.5  # how often a waiting learner looks at the others' heartbeats
+GUARD_S = 0.5  # how often the guard looks at the last store trip that returned
+UNREACHABLE_EXIT = 1
 
 
 class Silent(AsrtrainError):
@@ -57,8 +60,10 @@ class Heartbeat:
         self._touched = time.monotonic()
         self.free = True
         self.watched: dict[str, bytes | None] = {}  # keys read at every beat (no store trip on the step path)
+        self.reached = time.monotonic()  # the last store trip that returned
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{rank}", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._guard, name=f"store-guard-{rank}", daemon=True).start()
 
     def touch(self) -> None:
         """The compute thread made progress (a step, a poll in a wait)."""
@@ -75,14 +80,34 @@ class Heartbeat:
                 for key in list(self.watched):
                     self.watched[key] = self.store.get(key) if self.store.check([key]) else None
                 if time.monotonic() < next_beat:
+                    self.reached = time.monotonic()
                     continue
                 next_beat = time.monotonic() + HEARTBEAT_S
                 if not self.free and time.monotonic() - self._touched > self.timeout_s / 2:
-                    continue
-                self.store.add(f"hb/{self.rank}", 1)
-                self.store.set(f"hb/{self.rank}/t", repr(time.time()))
+                    self.store.check([f"hb/{self.rank}"])  # no beat, but the store is still reached
+                else:
+                    self.store.add(f"hb/{self.rank}", 1)
+                    self.store.set(f"hb/{self.rank}/t", repr(time.time()))
+                self.reached = time.monotonic()
             except Exception:  # noqa: BLE001 - the store is gone: the job is ending
                 return
+
+    def _guard(self) -> None:
+        """End this learner when the store has not answered for the timeout.
+
+        A store call over a link that went down (no reset, no FIN) blocks in TCP for as
+        long as the kernel retransmits (about 15 minutes), whatever the store's timeout:
+        the compute thread, the beat and every wait would hang with it. Nothing in the
+        process can interrupt those calls, so the guard says why and exits; checkpoints
+        are written atomically, so none is left half-written.
+        """
+        while not self._stop.wait(GUARD_S):
+            silent = time.monotonic() - self.reached
+            if silent > self.timeout_s + HEARTBEAT_S:
+                message = (f"Error: learner rank {self.rank}: the job's store (on rank 0's host) has not "
+                           f"answered for {silent:.0f} s: this host is cut off, or rank 0's host is down\n")
+                os.write(2, message.encode())
+                os._exit(UNREACHABLE_EXIT)
 
     def check(self, ranks: list[int] | None = None) -> None:
         """Raise naming the first rank whose heartbeat stopped more than ``timeout_s`` ago."""

@@ -20,17 +20,19 @@ from typing import Any
 import torch
 from torch import nn
 
+from asrtrain.core.errors import ConfigError
 from asrtrain.data.loader import IGNORE_INDEX, real_frames
 from asrtrain.distributed import signals
 from asrtrain.distributed.base import Batches, Strategy
 from asrtrain.distributed.config import DistConfig
 from asrtrain.distributed.gossip import Gossip
-from asrtrain.distributed.groups import Layout, make_groups, resolve_group_size
+from asrtrain.distributed.groups import Layout, make_groups, resolve_group_size, spanning_hosts
 from asrtrain.distributed.heartbeat import CHECK_S, POLL_S, Heartbeat, own_client
 from asrtrain.distributed.launch import Placement
 from asrtrain.distributed.lockstep import Lockstep
 from asrtrain.distributed.membership import Membership, check_alive, wait_for_all
 from asrtrain.distributed.pause import PauseAgreement
+from asrtrain.distributed.shm import gather, host_id
 from asrtrain.distributed.worksharing import Hand
 
 log = logging.getLogger("asrtrain.distributed")
@@ -59,6 +61,7 @@ class DistributedStrategy(Strategy):
         size = resolve_group_size(cfg.strategy, place.world_size, place.local_world_size, cfg.group_size)
         self.layout = Layout(place.rank, place.world_size, size)
         self.store = store
+        self.hosts = self._hosts(store)
         self.groups = make_groups(self.layout, cfg.timeout_s)
         self.backend = dist.get_backend()
         self.heartbeat = Heartbeat(store, self.rank, self.world_size, cfg.timeout_s)
@@ -84,6 +87,19 @@ class DistributedStrategy(Strategy):
         lay = self.layout
         self.lockstep = Lockstep(self.groups.super, lay.group_size, lay.member, lay.ranks_of(lay.super_id)[0],
                                  self.control_device)
+
+    def _hosts(self, store: Any) -> list[str]:
+        """Every rank's host; H-ADPSGD's super-learners must each lie on one (a node by default)."""
+        store.set(f"host/{self.rank}", host_id())
+        hosts = [h.decode() if isinstance(h, bytes) else str(h) for h in gather(store, "host", self.world_size)]
+        problem = spanning_hosts(self.layout, hosts) if self.name == "h-adpsgd" else None
+        if problem and self.cfg.group_size is None:
+            raise ConfigError(f"H-ADPSGD: {problem}: the launcher did not number ranks in blocks per node "
+                              "(use srun --distribution=block, mpiexec -ppn N with hosts in order), "
+                              "or give --group-size")
+        if problem:
+            log.warning("H-ADPSGD --group-size %d: %s; its allreduce crosses hosts", self.layout.group_size, problem)
+        return hosts
 
     # ----- what the loop asks ----------------------------------------------------------------
     @property

@@ -54,6 +54,7 @@ def test_hung_learner_is_named_within_the_timeout(archives, tmp_path, strategy, 
     errors = [ln for ln in out.splitlines() if ln.startswith("Error:")]
     assert errors and "rank 2" in errors[-1], out[-3000:]
     assert "Traceback" not in out, out[-3000:]
+    print(f"\n{strategy}: named {took:.1f} s after it stopped: {errors[-1]}")  # the figure for the notes (-s)
     assert took <= TIMEOUT + MARGIN, f"named {took:.1f} s after it stopped ({errors[-1]})"
     with pytest.raises(ProcessLookupError):  # the launcher did not leave the stopped learner behind
         os.kill(victim, 0)
