@@ -26,6 +26,7 @@ COMMANDS = {
     "score": "asrtrain.cli.score:score",
     "info": "asrtrain.cli.info:info",
     "plot": "asrtrain.cli.plot:plot",
+    "study": "asrtrain.cli.study:study",
 }
 
 

@@ -43,7 +43,7 @@ from asrtrain.distributed.membership import Membership
 from asrtrain.distributed.pairing import meet, pair_key, read_key, wait_read
 from asrtrain.distributed.shm import SharedSnapshots
 from asrtrain.distributed.streams import DeviceOrder
-from asrtrain.distributed.topology import partner_among
+from asrtrain.distributed.topology import GOSSIP_WEIGHT, partner_among
 
 Done = tuple[torch.Tensor | None, Any]  # (the delta, or None for a round sat out; its CUDA event)
 Round = tuple[int, int, torch.Tensor, Any]  # (version, k, snapshot, its CUDA event)
@@ -175,7 +175,7 @@ class Gossip:
         if delta is not None:  # delta holds partner − snapshot: add half of it, in one fused pass
             self._order.before_use(event)
             with torch.no_grad():
-                torch._foreach_add_(self.params, self._delta_views, alpha=0.5)
+                torch._foreach_add_(self.params, self._delta_views, alpha=GOSSIP_WEIGHT)
 
     def drain(self) -> None:
         """Wait for the round in flight, if any, and apply it."""

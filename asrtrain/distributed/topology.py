@@ -25,6 +25,10 @@ import numpy as np
 
 Matching = list[int | None]
 
+#: A learner moves this far towards its partner in a round: ``x ← x + w (partner − snapshot)``.
+#: One half is the pairwise average; the pair's two moves cancel, so the mean is kept exactly.
+GOSSIP_WEIGHT = 0.5
+
 
 def ring_order(n: int, rnd: int, topology: str = "ring", seed: int = 0, reshuffle_every: int = 4) -> list[int]:
     """The ring (super-learner ids in ring order) used in round ``rnd``."""

@@ -1,0 +1,1 @@
+"""Studying the strategies: learners simulated in one process, and the papers' claims measured."""
