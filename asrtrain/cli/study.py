@@ -10,6 +10,7 @@ import click
 from asrtrain.cli.options import default_of
 from asrtrain.model.config import ModelConfig
 from asrtrain.train.config import TrainConfig
+from asrtrain.train.schedule import WARMUP_GRANULARITIES
 
 _ARCHIVE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -32,6 +33,8 @@ def training_options(func: Any) -> Any:
                      show_default=True, help="The batch the base rate is given for (and the baseline's)."),
         click.option("--lr", type=click.FloatRange(min=0), default=default_of(TrainConfig, "lr"), show_default=True),
         click.option("--warmup-epochs", type=click.IntRange(0), default=2, show_default=True),
+        click.option("--warmup-granularity", type=click.Choice(WARMUP_GRANULARITIES), default="step",
+                     show_default=True, help="Raise the rate once per epoch or at every step."),
         click.option("--hidden", type=click.IntRange(1), default=160, show_default=True),
         click.option("--layers", type=click.IntRange(1), default=3, show_default=True),
         click.option("--proj", type=click.IntRange(0), default=80, show_default=True),
@@ -45,7 +48,8 @@ def training_options(func: Any) -> Any:
 def base_config(archive: Path, valid: Path, out: Path, batch: int, kw: dict[str, Any]) -> TrainConfig:
     model = ModelConfig(hidden=kw["hidden"], layers=kw["layers"], proj=kw["proj"])
     return TrainConfig(archive=archive, valid=valid, exp=out, epochs=kw["epochs"], batch=batch,
-                       base_batch=kw["base_batch"], lr=kw["lr"], warmup_epochs=kw["warmup_epochs"], model=model,
+                       base_batch=kw["base_batch"], lr=kw["lr"], warmup_epochs=kw["warmup_epochs"],
+                       warmup_granularity=kw["warmup_granularity"], model=model,
                        seed=kw["seed"], log_every=10_000)
 
 

@@ -76,7 +76,10 @@ def batch_study(base: TrainConfig, out: Path, learners: int, batches: list[int],
     rows = []
     for strategy in ("ssgd", "adpsgd"):
         for batch in batches:
-            run = _run(replace(base, batch=batch), SimConfig(strategy, learners=learners), out, f"{strategy}-{batch}")
+            if strategy == "ssgd" and batch == base.base_batch:  # SSGD is one learner at the total batch (tested)
+                run = {**baseline, "name": "single"}
+            else:
+                run = _run(replace(base, batch=batch), SimConfig(strategy, learners=learners), out, f"{strategy}-{batch}")
             runs.append(run)
             ok = run["best_valid_loss"] <= baseline["best_valid_loss"] * (1 + margin)
             rows.append({"strategy": strategy, "batch": batch, "best_valid_loss": run["best_valid_loss"],
@@ -95,6 +98,7 @@ def batch_study(base: TrainConfig, out: Path, learners: int, batches: list[int],
     lines.append(f"\nLargest batch within the margin: SSGD {largest['ssgd']}, ADPSGD {largest['adpsgd']}.")
     plots = {f"{s.upper()}: held-out loss by batch": [baseline] + [r for r in runs if r["name"].startswith(s + "-")]
              for s in ("ssgd", "adpsgd")}
+    runs = [r for i, r in enumerate(runs) if r not in runs[:i]]
     return _write(out, "batch", record, "\n".join(lines) + "\n", plots, out)
 
 

@@ -124,3 +124,18 @@ def test_study_commands_write_json_plots_and_a_report(archives, tmp_path):
     assert all(r["measured"] <= r["bound"] + 1e-9 for r in rows)
     res = CliRunner().invoke(cli, ["study", "batch", str(archives[0]), str(archives[1]), str(out), "--batches", "x"])
     assert res.exit_code == 2 and "expected integers" in res.output
+
+
+def test_a_run_that_diverges_is_a_result_not_a_crash(archives, tmp_path, monkeypatch):
+    """A loss that is not finite (the trainer's TrainingDiverged) is recorded; the study goes on.
+    (Cross-entropy stays finite even at absurd rates on this tiny model, so the trainer's stop is staged.)"""
+    from asrtrain.study import studies
+    from asrtrain.train.trainer import TrainingDiverged
+
+    def diverge(cfg, sim):
+        raise TrainingDiverged("step 3 (epoch 1): the training loss is not finite; training stopped")
+
+    monkeypatch.setattr(studies, "simulate", diverge)
+    run = studies._run(_cfg(archives, tmp_path / "x"), SimConfig("adpsgd", learners=4), tmp_path, "big")
+    assert "not finite" in run["diverged"] and run["final"] is None and run["history"] == []
+    assert run["best_valid_loss"] == float("inf")
