@@ -16,15 +16,17 @@ from typing import Any
 
 from asrtrain.core.errors import InputError
 
+# kaldiio prints "An error happend when loading …" before raising; load_entry says it better.
+warnings.filterwarnings("ignore", message="An error happend when loading", category=UserWarning,
+                        module=r"kaldiio\.")
+
 
 def open_scp(path: str | os.PathLike[str], what: str = "scp file", max_cache_fd: int = 0) -> Any:
     """kaldiio's lazy table over ``path``; a missing or malformed scp is an InputError."""
     import kaldiio
 
     try:
-        if max_cache_fd:
-            return kaldiio.load_scp(os.fspath(path), max_cache_fd=max_cache_fd)
-        return kaldiio.load_scp(os.fspath(path))
+        return kaldiio.load_scp(os.fspath(path), max_cache_fd=max_cache_fd)
     except FileNotFoundError:
         raise InputError(f"{what} not found", path) from None
     except (ValueError, UnicodeDecodeError) as exc:
@@ -52,9 +54,7 @@ def entry_of(table: Any, key: str) -> str | None:
 def load_entry(table: Any, key: str, where: str | os.PathLike[str]) -> Any:
     """``table[key]``; a failure is an InputError naming ``where``, the utterance and its ark."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # kaldiio's own "An error happend" line
-            return table[key]
+        return table[key]
     except KeyError:
         raise InputError(f"no entry for utterance {key!r}", where) from None
     except FileNotFoundError as exc:

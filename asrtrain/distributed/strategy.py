@@ -61,7 +61,8 @@ class DistributedStrategy(Strategy):
         size = resolve_group_size(cfg.strategy, place.world_size, place.local_world_size, cfg.group_size)
         self.layout = Layout(place.rank, place.world_size, size)
         self.store = store
-        self.hosts = self._hosts(store)
+        if self.name == "h-adpsgd":
+            self._check_super_learner_hosts(store)
         self.groups = make_groups(self.layout, cfg.timeout_s)
         self.backend = dist.get_backend()
         self.heartbeat = Heartbeat(store, self.rank, self.world_size, cfg.timeout_s)
@@ -88,18 +89,17 @@ class DistributedStrategy(Strategy):
         self.lockstep = Lockstep(self.groups.super, lay.group_size, lay.member, lay.ranks_of(lay.super_id)[0],
                                  self.control_device)
 
-    def _hosts(self, store: Any) -> list[str]:
-        """Every rank's host; H-ADPSGD's super-learners must each lie on one (a node by default)."""
+    def _check_super_learner_hosts(self, store: Any) -> None:
+        """H-ADPSGD's super-learners must each lie on one host (a node by default)."""
         store.set(f"host/{self.rank}", host_id())
         hosts = [h.decode() if isinstance(h, bytes) else str(h) for h in gather(store, "host", self.world_size)]
-        problem = spanning_hosts(self.layout, hosts) if self.name == "h-adpsgd" else None
+        problem = spanning_hosts(self.layout, hosts)
         if problem and self.cfg.group_size is None:
             raise ConfigError(f"H-ADPSGD: {problem}: the launcher did not number ranks in blocks per node "
                               "(use srun --distribution=block, mpiexec -ppn N with hosts in order), "
                               "or give --group-size")
         if problem:
             log.warning("H-ADPSGD --group-size %d: %s; its allreduce crosses hosts", self.layout.group_size, problem)
-        return hosts
 
     # ----- what the loop asks ----------------------------------------------------------------
     @property

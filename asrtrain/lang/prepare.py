@@ -40,10 +40,8 @@ SPLITS = ("train", "dev", "test")
 
 def read_sentences(path: Path, has_ids: bool) -> list[list[str]]:
     """Upper-case word lists of an LM text (one sentence per line) or a Kaldi ``text``."""
-    if not Path(path).exists():
-        raise InputError("file not found", path)
     out = []
-    for line in read_lines(path):
+    for line in read_lines(path):  # a missing or undecodable file is an InputError naming it
         words = line.upper().split()
         if has_ids:
             words = words[1:]

@@ -132,7 +132,9 @@ def test_wrong_scp_offset_names_the_utterance(tmp_path, run_cli, one_error) -> N
     table[first] = f"{ark}:{int(offset) + 5}"
     write_table(scp, table)
     proc = run_cli(*_one_stream(tmp_path, scp, src["ali_scp"], tmp_path / "x.h5"))
-    one_error(proc.stderr, 1, proc.returncode, str(scp), f"'{first}'", "wrong scp offset?")
+    line = one_error(proc.stderr, 1, proc.returncode, str(scp), f"'{first}'", "wrong scp offset?")
+    assert f"{ark}:{int(offset) + 5}" in line  # the entry the scp gave, as it gave it
+    assert not (tmp_path / "x.h5").exists()
 
 
 def test_one_stream_counts_the_alignments_it_cannot_use(tmp_path, run_cli) -> None:
