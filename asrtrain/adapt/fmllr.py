@@ -95,7 +95,7 @@ def accumulate(gmm: DiagGMM, x: torch.Tensor, w: torch.Tensor) -> FmllrStats:
     return FmllrStats(float(x.shape[0]), full, k, float(occ @ gconst), entropy, loglike)
 
 
-def _best_row(g: torch.Tensor, k: torch.Tensor, p: torch.Tensor, beta: float) -> torch.Tensor:
+def best_row(g: torch.Tensor, k: torch.Tensor, p: torch.Tensor, beta: float) -> torch.Tensor:
     """argmax_w β log|w·p| − ½ w G wᵀ + w·k: w = (α p + k) G⁻¹, α the better root."""
     g_inv_p = torch.linalg.solve(g, p)
     g_inv_k = torch.linalg.solve(g, k)
@@ -125,10 +125,10 @@ def update(w: torch.Tensor, stats: FmllrStats, kind: str, passes: int = 10) -> t
             if kind == "full":
                 cof = torch.linalg.inv(w[:, :d]).T[i]
                 p = torch.cat([cof, torch.zeros(1, dtype=torch.float64)])
-                w[i] = _best_row(stats.g[i], stats.k[i], p, stats.beta)
+                w[i] = best_row(stats.g[i], stats.k[i], p, stats.beta)
             else:
                 idx = torch.tensor([i, d])
-                sub = _best_row(stats.g[i][idx][:, idx], stats.k[i][idx],
+                sub = best_row(stats.g[i][idx][:, idx], stats.k[i][idx],
                                 torch.tensor([1.0, 0.0], dtype=torch.float64), stats.beta)
                 w[i, i], w[i, d] = sub[0], sub[1]
     return w

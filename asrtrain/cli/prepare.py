@@ -13,6 +13,7 @@ PREPARE_COMMANDS = {
     "ivectors": "asrtrain.cli.prepare_ivectors:ivectors",
     "fmllr": "asrtrain.cli.prepare_fmllr:fmllr",
     "lang": "asrtrain.cli.prepare_lang:lang",
+    "align": "asrtrain.cli.prepare_align:align",
 }
 
 

@@ -61,6 +61,11 @@ def _lines(path: Path) -> list[str]:
     return [ln for ln in read_lines(path) if ln.strip()]
 
 
+def _numbered(path: Path) -> list[tuple[int, str]]:
+    """Non-empty lines with their line numbers in the file (for messages)."""
+    return [(n, ln) for n, ln in enumerate(read_lines(path), 1) if ln.strip()]
+
+
 def read_dict_dir(dict_dir: Path, phones_txt: Path | None = None) -> Lexicon:
     """Read ``lexicon.txt``, the phone lists and the optional silence of a dict dir.
 
@@ -81,8 +86,8 @@ def read_dict_dir(dict_dir: Path, phones_txt: Path | None = None) -> Lexicon:
         phones = {p: i for i, p in enumerate(dict.fromkeys(sil + nonsil), start=1)}
     path = dict_dir / "lexicon.txt"
     prons: list[tuple[str, tuple[str, ...]]] = []
-    seen: set[tuple[str, tuple[str, ...]]] = set()
-    for n, line in enumerate(_lines(path), 1):
+    seen: dict[tuple[str, tuple[str, ...]], int] = {}
+    for n, line in _numbered(path):
         parts = line.split()
         word, pron = parts[0], tuple(parts[1:])
         if not pron:
@@ -92,9 +97,11 @@ def read_dict_dir(dict_dir: Path, phones_txt: Path | None = None) -> Lexicon:
             raise InputError(f"line {n}: word {word!r} uses unknown phone {bad[0]!r}", path)
         if word in (EPS, BOS, EOS) or word.startswith("#"):
             raise InputError(f"line {n}: {word!r} is a reserved symbol", path)
-        if (word, pron) not in seen:
-            seen.add((word, pron))
-            prons.append((word, pron))
+        if (word, pron) in seen:
+            raise InputError(f"line {n}: {word} {' '.join(pron)!r} repeats line "
+                             f"{seen[(word, pron)]} (duplicate pronunciation)", path)
+        seen[(word, pron)] = n
+        prons.append((word, pron))
     if not prons:
         raise InputError("no pronunciations", path)
     lex = Lexicon(prons=prons, phones=phones, silence=silence)

@@ -1,0 +1,267 @@
+"""Kaldi's ladder, each rung aligning the data for the next: monophones from a flat
+start → triphones on asrtrain's tree → LDA+MLLT → SAT (per-speaker fMLLR).
+
+- **mono**: every pdf starts as one Gaussian with the global mean and variance;
+  the first statistics come from equal alignments (the transcript's first
+  pronunciations between two silences, frames shared evenly by the states).
+- **tri**: the tree (``lang/tree.py``) is built on the monophone alignments; each
+  triphone pdf starts as a copy of its monophone state's mixture.
+- **lda**: MFCC spliced ±3 frames, LDA to 40 dimensions with the tree's pdfs as
+  classes, then MLLT re-estimated at set iterations (the model's means rotated with it).
+- **sat**: a per-speaker fMLLR transform estimated against the model at set
+  iterations, the model trained on the adapted features.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from asrtrain.align.aligner import equal_alignment
+from asrtrain.align.am import AcousticModel, global_stats
+from asrtrain.align.feats import FrontEnd, Utterances
+from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs, context_pdfs
+from asrtrain.align.train import Beams, Corpus, Failures, StageSpec, accumulate, train_stage
+
+log = logging.getLogger("asrtrain.align")
+
+STAGES = ("mono", "tri", "lda", "sat")
+#: Variance floor relative to the global variance (Kaldi floors at 1e-3 absolute on
+#: normalised features; relative is safer across front ends).
+VAR_FLOOR_RATIO = 0.01
+
+
+@dataclass
+class LadderConfig:
+    """Sizes and schedules of every rung (Kaldi's defaults scaled to small corpora)."""
+
+    stages: tuple[str, ...] = STAGES
+    mono_gauss: int = 1000
+    mono_iters: int = 25
+    tri_leaves: int = 1000
+    tri_gauss: int = 8000
+    tri_iters: int = 20
+    lda_dim: int = 40
+    splice: int = 3
+    mllt_iters: tuple[int, ...] = (2, 4, 6, 12)
+    fmllr_iters: tuple[int, ...] = (2, 4, 6, 12)
+    beams: Beams = field(default_factory=Beams)
+
+    def spec(self, stage: str) -> StageSpec:
+        if stage == "mono":
+            n = self.mono_iters
+            realign = tuple(i for i in range(1, n + 1) if i <= 10 or i % 3 == 0)
+            return StageSpec("mono", n, realign, self.mono_gauss)
+        n = self.tri_iters
+        return StageSpec(stage, n, tuple(i for i in range(1, n + 1) if i % 5 == 0 or i == 1),
+                         self.tri_gauss)
+
+
+@dataclass
+class Rung:
+    """What a finished rung leaves: its front end, pdf map, model and transitions."""
+
+    name: str
+    front: FrontEnd
+    pdfs: MonoPdfs | TreePdfs
+    model: AcousticModel
+    trans: Transitions
+
+
+def var_floor(feats: dict[str, np.ndarray]) -> torch.Tensor:
+    _, var = global_stats(list(feats.values()))
+    return VAR_FLOOR_RATIO * var
+
+
+def train_mono(utts: Utterances, dags: dict, phones: list[int], sil: int, cfg: LadderConfig,
+               failures: Failures) -> tuple[Rung, Corpus]:
+    front = FrontEnd(deltas=True)
+    corpus = Corpus(front.features(utts), dags)
+    pdfs = MonoPdfs(phones)
+    mean, var = global_stats(list(corpus.feats.values()))
+    model = AcousticModel.flat(pdfs.num_pdfs, mean, var)
+    trans = Transitions.initial(phones)
+    for utt, dag in dags.items():
+        seq = dag.first_path
+        ali = equal_alignment([(pdfs.pdf(0, p, 0, s), p, s) for p in seq for s in range(3)],
+                              corpus.feats[utt].shape[0])
+        if ali is None:
+            failures.add(utt, "too short for its phones")
+        else:
+            corpus.alignments[utt] = ali
+    log.info("mono: %d pdfs, equal alignment of %d utterances", pdfs.num_pdfs,
+             len(corpus.alignments))
+    floor = var_floor(corpus.feats)
+    stats, _, _ = accumulate(model, corpus)  # iteration 0: the equal alignments' statistics
+    model.update(stats, floor)
+    model = train_stage(cfg.spec("mono"), corpus, model, pdfs, trans, cfg.beams, failures,
+                        floor)
+    return Rung("mono", front, pdfs, model, trans), corpus
+
+
+def phone_items(corpus: Corpus) -> list[tuple[np.ndarray, list[int]]]:
+    """The alignments as the tree wants them: phone per frame and phone starts."""
+    return [(a.phone, a.starts.tolist()) for a in corpus.alignments.values()]
+
+
+def train_tri(utts: Utterances, prev: Rung, corpus: Corpus, phones: list[int], sil: int,
+              cfg: LadderConfig, failures: Failures) -> tuple[Rung, Corpus]:
+    """Triphones on asrtrain's tree, from the monophone alignments."""
+    from asrtrain.lang.hmm import estimate_topology
+    from asrtrain.lang.tree import build_tree
+
+    items = phone_items(corpus)
+    topo = estimate_topology(items, phones, states=3, sil_phones=[sil], sil_states=3)
+    tree, _ = build_tree(items, topo, ci_phones=[sil], num_pdfs=cfg.tri_leaves)
+    pdfs = TreePdfs(tree)
+    mono = prev.pdfs
+    model = prev.model.pick(np.asarray([mono.pdf(0, p, 0, s) for p, s in pdfs.info()]))
+    _relabel(corpus, pdfs)
+    model = train_stage(cfg.spec("tri"), corpus, model, pdfs, prev.trans, cfg.beams, failures,
+                        var_floor(corpus.feats))
+    return Rung("tri", prev.front, pdfs, model, prev.trans), corpus
+
+
+def _relabel(corpus: Corpus, pdfs: MonoPdfs | TreePdfs) -> None:
+    """Give every frame of the current alignments its pdf under ``pdfs``."""
+    for a in corpus.alignments.values():
+        a.pdf = context_pdfs(a.phone, a.state, a.starts, pdfs)
+
+
+def train_lda(utts: Utterances, prev: Rung, corpus: Corpus, cfg: LadderConfig,
+              failures: Failures) -> tuple[Rung, Corpus]:
+    """Splice ±3, LDA to 40 with the tree's pdfs as classes, MLLT during training."""
+    from asrtrain.adapt.lda import LdaStats, estimate_lda, splice
+
+    stats = LdaStats.empty(prev.pdfs.num_pdfs, utts.dim * (2 * cfg.splice + 1))
+    for utt, ali in corpus.alignments.items():
+        stats.add(splice(torch.from_numpy(utts.feats[utt]), cfg.splice),
+                  torch.from_numpy(ali.pdf))
+    lda, _ = estimate_lda(stats, cfg.lda_dim)
+    front = FrontEnd(deltas=False, context=cfg.splice, lda=lda)
+    corpus.feats = front.features(utts)
+    model = _single_gaussians(prev.pdfs.num_pdfs, corpus)
+    floor = var_floor(corpus.feats)
+
+    def mllt(it: int, model: AcousticModel, corpus: Corpus) -> None:
+        if it in cfg.mllt_iters:
+            a = estimate_mllt(model, corpus)
+            front.lda = a @ front.lda
+            corpus.feats = front.features(utts)
+            model.means = torch.einsum("ij,pkj->pki", torch.from_numpy(a), model.means)
+            model.invalidate()
+
+    model = train_stage(cfg.spec("lda"), corpus, model, prev.pdfs, prev.trans, cfg.beams,
+                        failures, floor, hook=mllt)
+    return Rung("lda", front, prev.pdfs, model, prev.trans), corpus
+
+
+def _single_gaussians(num_pdfs: int, corpus: Corpus) -> AcousticModel:
+    """One Gaussian per pdf from the frames the current alignments give it."""
+    mean, var = global_stats(list(corpus.feats.values()))
+    model = AcousticModel.flat(num_pdfs, mean, var)
+    stats, _, _ = accumulate(model, corpus)
+    model.update(stats, VAR_FLOOR_RATIO * var, min_occ=1.0)
+    return model
+
+
+def estimate_mllt(model: AcousticModel, corpus: Corpus, iters: int = 10) -> np.ndarray:
+    """A square transform A maximising β log|det A| − ½ Σ_i a_i G_i a_iᵀ (Gales' semi-tied
+    covariance, Kaldi's ``est-mllt``), G_i from the frames' deviations from their
+    Gaussians' means weighted by the inverse variances of dimension i."""
+    from asrtrain.adapt.fmllr import best_row
+    from asrtrain.align.am import by_pdf
+
+    d = model.dim
+    g = torch.zeros(d, d, d, dtype=torch.float64)
+    beta = 0.0
+    x_all = torch.from_numpy(np.concatenate([corpus.feats[u] for u in corpus.alignments]))
+    p_all = torch.from_numpy(np.concatenate([a.pdf for a in corpus.alignments.values()]))
+    x_all = x_all.to(torch.float64)
+    for p, idx in by_pdf(p_all):
+        x = x_all[idx]
+        comp = model.component_loglikes(p, x)
+        post = torch.softmax(comp, dim=1)                         # [n, k]
+        k = post.shape[1]
+        mu, inv = model.means[p, :k], 1.0 / model.vars[p, :k]
+        occ, sx = post.sum(0), post.T @ x
+        sxx = torch.einsum("tk,ti,tj->kij", post, x, x)
+        scatter = (sxx - mu[:, :, None] * sx[:, None, :] - sx[:, :, None] * mu[:, None, :]
+                   + occ[:, None, None] * mu[:, :, None] * mu[:, None, :])
+        g += torch.einsum("ki,kjl->ijl", inv, scatter)
+        beta += float(occ.sum())
+    a = torch.eye(d, dtype=torch.float64)
+    zero = torch.zeros(d, dtype=torch.float64)
+    for _ in range(iters):
+        for i in range(d):
+            cof = torch.linalg.inv(a).T[i]
+            a[i] = best_row(g[i], zero, cof, beta)
+    return a.numpy()
+
+
+def train_sat(utts: Utterances, prev: Rung, corpus: Corpus, cfg: LadderConfig,
+              failures: Failures) -> tuple[Rung, Corpus]:
+    """Speaker-adaptive training: per-speaker fMLLR against the model, re-estimated at
+    set iterations, the model trained on the adapted features."""
+    front = FrontEnd(deltas=False, context=prev.front.context, lda=prev.front.lda)
+    model = prev.model.pick(np.arange(prev.pdfs.num_pdfs))
+    floor = var_floor(corpus.feats)
+
+    def fmllr(it: int, model: AcousticModel, corpus: Corpus) -> None:
+        if it in cfg.fmllr_iters:
+            front.fmllr = estimate_fmllr(model, utts, front, corpus.alignments, front.fmllr)
+            corpus.feats = front.features(utts)
+
+    model = train_stage(cfg.spec("sat"), corpus, model, prev.pdfs, prev.trans, cfg.beams,
+                        failures, floor, hook=fmllr)
+    return Rung("sat", front, prev.pdfs, model, prev.trans), corpus
+
+
+def estimate_fmllr(model: AcousticModel, utts: Utterances, front: FrontEnd,
+                   alignments: dict, current: dict[str, np.ndarray], iters: int = 2
+                   ) -> dict[str, np.ndarray]:
+    """Every speaker's fMLLR transform against ``model`` under ``alignments`` (Kaldi's
+    ``gmm-est-fmllr``: the aligned pdf's Gaussian posteriors, Gales' row update; too
+    few frames give a diagonal or bias-only transform, as in ``prepare fmllr``)."""
+    from asrtrain.adapt.fmllr import choose_kind, identity, update
+
+    out: dict[str, np.ndarray] = {}
+    for spk, spk_utts in utts.speakers().items():
+        mine = [u for u in spk_utts if u in alignments]
+        if not mine:
+            continue
+        x = torch.from_numpy(np.concatenate([front.apply(utts.feats[u], with_fmllr=False)
+                                             for u in mine])).to(torch.float64)
+        pdf = torch.from_numpy(np.concatenate([alignments[u].pdf for u in mine]))
+        w = torch.from_numpy(current[spk]) if spk in current else identity(x.shape[1])
+        kind = choose_kind(x.shape[0], 400, 100, 10)
+        for _ in range(iters if kind != "none" else 0):
+            w = update(w, fmllr_stats(model, x, pdf, w), kind)
+        out[spk] = w.numpy()
+    return out
+
+
+def fmllr_stats(model: AcousticModel, x: torch.Tensor, pdf: torch.Tensor, w: torch.Tensor):
+    """G_i = Σ_t Σ_k γ_tk ξ_t ξ_tᵀ / σ²_ki and k_i = Σ_t Σ_k γ_tk μ_ki ξ_t / σ²_ki for the
+    aligned pdfs' Gaussians, posteriors of the transformed frames."""
+    from asrtrain.adapt.fmllr import FmllrStats
+    from asrtrain.align.am import by_pdf
+
+    d = x.shape[1]
+    xi = torch.cat([x, torch.ones(x.shape[0], 1, dtype=torch.float64)], 1)
+    y = xi @ w.T
+    wt = torch.zeros(x.shape[0], d, dtype=torch.float64)      # Σ_k γ_tk / σ²_ki
+    kt = torch.zeros(x.shape[0], d, dtype=torch.float64)      # Σ_k γ_tk μ_ki / σ²_ki
+    for p, idx in by_pdf(pdf):
+        post = torch.softmax(model.component_loglikes(p, y[idx]), dim=1)
+        k = post.shape[1]
+        inv = 1.0 / model.vars[p, :k]
+        wt[idx] = post @ inv
+        kt[idx] = post @ (model.means[p, :k] * inv)
+    g = (wt.T @ (xi[:, :, None] * xi[:, None, :]).reshape(-1, (d + 1) ** 2)
+         ).reshape(d, d + 1, d + 1)
+    k_stats = kt.T @ xi
+    return FmllrStats(beta=float(x.shape[0]), g=g, k=k_stats, const=0.0, entropy=0.0, loglike=0.0)

@@ -1,0 +1,225 @@
+"""``prepare align``: from audio features, transcripts and a lexicon to phone alignments.
+
+Trains the ladder on the training split, then aligns every split with the last rung
+(a SAT model first aligns a split speaker-independently with the rung before it,
+estimates each speaker's fMLLR against the SAT model, and realigns: Kaldi's
+``align_fmllr.sh``). Utterances that cannot be aligned are counted by reason and
+listed; a split that loses more than ``max_lost`` of its utterances is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from asrtrain.align import ladder
+from asrtrain.align.aligner import Alignment
+from asrtrain.align.feats import FrontEnd, Utterances, load_utterances
+from asrtrain.align.ladder import LadderConfig, Rung
+from asrtrain.align.output import write_split
+from asrtrain.align.train import Corpus, Failures, realign
+from asrtrain.align.transcripts import build_dags, map_oovs, pron_table
+from asrtrain.core.atomic import write_text
+from asrtrain.core.errors import InputError
+from asrtrain.lang.lexicon import EPS, Lexicon, read_dict_dir
+
+log = logging.getLogger("asrtrain.align")
+
+
+@dataclass
+class AlignJob:
+    """The inputs of ``prepare align``."""
+
+    dict_dir: Path
+    out: Path
+    splits: dict[str, Path]           # the first is the training split
+    config: LadderConfig = field(default_factory=LadderConfig)
+    oov: str | None = None
+    phones: Path | None = None        # keep these phone ids (e.g. a corpus' phones.txt)
+    max_lost: float = 0.05
+    reference: Path | None = None     # a corpus dir with exact phone.ctm/ali.scp to compare
+
+
+@dataclass
+class Split:
+    name: str
+    utts: Utterances
+    text: dict[str, list[str]]
+    corpus: Corpus
+    failures: Failures
+
+
+def load_split(name: str, data: Path, lex: Lexicon, oov: str | None) -> Split:
+    """Features, transcripts with OOVs handled, DAGs; empty or missing transcripts failed."""
+    utts = load_utterances(data)
+    prons = pron_table(lex)
+    text, _ = map_oovs(utts.text, prons, oov, data / "text")
+    failures = Failures()
+    for utt in utts.missing_text:
+        failures.add(utt, "no transcript")
+    empty: list[str] = []
+    dags = build_dags(text, prons, lex.phones[lex.silence], empty)
+    for utt in empty:
+        failures.add(utt, "empty transcript")
+    feats = {u: m for u, m in utts.feats.items() if u in dags}
+    return Split(name, utts, text, Corpus(feats, dags), failures)
+
+
+def prepare_align(job: AlignJob) -> dict[str, Any]:
+    """Train the ladder, align every split, write the alignment directory; the figures."""
+    lex = read_dict_dir(job.dict_dir, job.phones)
+    names = {i: p for p, i in lex.phones.items()}
+    phones = sorted(lex.phones.values())
+    sil = lex.phones[lex.silence]
+    splits = {name: load_split(name, d, lex, job.oov) for name, d in job.splits.items()}
+    train = next(iter(splits.values()))
+    report: dict[str, Any] = {"stages": {}, "splits": {}}
+    ref = _reference(job.reference, lex) if job.reference else None
+    rungs: list[Rung] = []
+    corpus = train.corpus
+    for stage in job.config.stages:
+        t0 = time.time()
+        rung, corpus = _climb(stage, train, rungs, corpus, phones, sil, job.config)
+        rungs.append(rung)
+        save_rung(job.out / "models" / f"{stage}.pt", rung, names)
+        figures: dict[str, Any] = {"seconds": round(time.time() - t0, 1),
+                                   "pdfs": rung.pdfs.num_pdfs,
+                   "gaussians": rung.model.num_gauss()}
+        if ref is not None:
+            figures["agreement"] = ref.agreement(corpus.alignments, train.name)
+        report["stages"][stage] = figures
+        log.info("%s: %s", stage, json.dumps(figures))
+    for split in splits.values():
+        t0 = time.time()
+        alis = align_split(split, rungs, job.config, split is train)
+        lost = _finish_split(job, split, alis, names)
+        report["splits"][split.name] = {"aligned": len(alis), "lost": lost,
+                                        "seconds": round(time.time() - t0, 1)}
+        if ref is not None and split is not train:
+            report["splits"][split.name]["agreement"] = ref.agreement(alis, split.name)
+    from asrtrain.lang.lexicon import write_symbols
+
+    write_symbols(job.out / "phones.txt", {EPS: 0, **lex.phones})
+    write_text(job.out / "report.json", json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def _climb(stage: str, train: Split, rungs: list[Rung], corpus: Corpus, phones: list[int],
+           sil: int, cfg: LadderConfig) -> tuple[Rung, Corpus]:
+    if stage == "mono":
+        return ladder.train_mono(train.utts, corpus.dags, phones, sil, cfg, train.failures)
+    if not rungs:
+        raise InputError(f"stage {stage!r} needs the stages before it (mono first)")
+    if stage == "tri":
+        return ladder.train_tri(train.utts, rungs[-1], corpus, phones, sil, cfg, train.failures)
+    if stage == "lda":
+        return ladder.train_lda(train.utts, rungs[-1], corpus, cfg, train.failures)
+    if stage == "sat":
+        return ladder.train_sat(train.utts, rungs[-1], corpus, cfg, train.failures)
+    raise InputError(f"unknown stage {stage!r} (stages: {', '.join(ladder.STAGES)})")
+
+
+def align_split(split: Split, rungs: list[Rung], cfg: LadderConfig, is_train: bool
+                ) -> dict[str, Alignment]:
+    """Final alignments of a split with the last rung (fMLLR first where it is SAT)."""
+    last = rungs[-1]
+    corpus = split.corpus
+    if last.name == "sat" and not is_train:
+        si = rungs[-2]
+        corpus.feats = si.front.features(split.utts)
+        first = realign(corpus, si.model, si.pdfs, si.trans, cfg.beams, split.failures,
+                        f"{split.name}: speaker-independent pass", keep_previous=False)
+        front = FrontEnd(deltas=False, context=last.front.context, lda=last.front.lda)
+        front.fmllr = ladder.estimate_fmllr(last.model, split.utts, front, first, {})
+        corpus.feats = front.features(split.utts)
+        corpus.alignments = first
+    else:
+        corpus.feats = last.front.features(split.utts)
+    return realign(corpus, last.model, last.pdfs, last.trans, cfg.beams, split.failures,
+                   f"{split.name}: final alignment", keep_previous=False)
+
+
+def _finish_split(job: AlignJob, split: Split, alis: dict[str, Alignment],
+                  names: dict[int, str]) -> dict[str, int]:
+    """Write the split, or refuse it when too much was lost (the list is written either way)."""
+    lost = split.failures.counts()
+    total = len(split.utts.feats) + len(split.utts.missing_text)
+    n_lost = sum(lost.values())
+    if n_lost:
+        log.warning("%s: %d of %d utterances not aligned: %s (listed in %s)", split.name,
+                    n_lost, total, ", ".join(f"{r}: {n}" for r, n in sorted(lost.items())),
+                    job.out / split.name / "failed.txt")
+    if n_lost > job.max_lost * total:
+        (job.out / split.name).mkdir(parents=True, exist_ok=True)
+        write_text(job.out / split.name / "failed.txt",
+                   "".join(f"{u} {r}\n" for u, r in sorted(split.failures.reasons.items())))
+        raise InputError(f"{n_lost} of {total} utterances of {split.name} could not be aligned "
+                         f"(more than --max-lost {job.max_lost:g}); see "
+                         f"{job.out / split.name / 'failed.txt'}", job.splits[split.name])
+    write_split(job.out, split.name, alis, names, split.text, split.failures.reasons)
+    return lost
+
+
+def save_rung(path: Path, rung: Rung, names: dict[int, str]) -> None:
+    """A rung's model, pdfs, transitions and front end (for realigning, fMLLR, inspection)."""
+    from asrtrain.core.atomic import atomic_open
+    from asrtrain.lang.tree import ContextTree
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tree = getattr(rung.pdfs, "tree", None)
+    state = {"name": rung.name, "model": rung.model.state_dict(),
+             "pdf_info": rung.pdfs.info(), "phones": names,
+             "tree": tree.to_json() if isinstance(tree, ContextTree) else None,
+             "self_loop": {f"{p} {s}": v for (p, s), v in rung.trans.self_loop.items()},
+             "front": {"deltas": rung.front.deltas, "context": rung.front.context,
+                       "lda": None if rung.front.lda is None else rung.front.lda.tolist(),
+                       "fmllr": {k: v.tolist() for k, v in rung.front.fmllr.items()}}}
+    with atomic_open(path, "wb") as fh:
+        torch.save(state, fh)
+
+
+@dataclass
+class Reference:
+    """Exact alignments of a corpus (the synthesizer's) to measure learned ones against."""
+
+    root: Path
+    ids: dict[str, int]
+    silence: int
+
+    def agreement(self, alis: dict[str, Alignment], split: str) -> dict[str, float]:
+        from asrtrain.align.evaluate import (
+            Agreement,
+            add_utterance,
+            read_ctm_segments,
+            segments_from_frames,
+        )
+        from asrtrain.lang.pdf_ali import read_alignments
+
+        ctm = self.root / split / "phone.ctm"
+        if not ctm.exists():
+            return {}
+        segs = read_ctm_segments(ctm, self.ids)
+        frames = dict(read_alignments(self.root / split / "ali.scp"))
+        acc = Agreement()
+        for utt, a in alis.items():
+            if utt in segs and utt in frames:
+                add_utterance(acc, segments_from_frames(a.phone, a.starts), segs[utt], a.phone,
+                              frames[utt], {self.silence})
+        return {k: round(v, 4) for k, v in acc.report().items()}
+
+
+def _reference(root: Path, lex: Lexicon) -> Reference:
+    from asrtrain.lang.lexicon import read_symbols
+
+    ids = read_symbols(root / "phones.txt")
+    if any(ids.get(p) != i for p, i in lex.phones.items()):
+        raise InputError("the reference's phone ids differ from the alignment's: pass its "
+                         "phones.txt with --phones", root / "phones.txt")
+    return Reference(root, ids, lex.phones[lex.silence])
+

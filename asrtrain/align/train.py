@@ -1,0 +1,149 @@
+"""One rung of the ladder: Viterbi EM of an HMM-GMM on a fixed front end.
+
+Each iteration realigns the corpus (at the iterations the stage says), accumulates
+Gaussian statistics under the alignment, re-estimates the Gaussians and the self-loop
+probabilities, and mixes up towards the stage's number of Gaussians (Kaldi's
+``train_mono.sh``/``train_deltas.sh`` loop: realignment at set iterations, a fixed
+number of Gaussians added per iteration until the target).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from asrtrain.align.aligner import ACWT, BEAM, RETRY_BEAM, Alignment, align
+from asrtrain.align.am import AcousticModel
+from asrtrain.align.graph import PhoneDag, expand
+from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs, count_states
+from asrtrain.core.progress import Progress
+
+log = logging.getLogger("asrtrain.align")
+
+
+@dataclass
+class Failures:
+    """Utterances left out, by reason (never silently)."""
+
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def add(self, utt: str, reason: str) -> None:
+        self.reasons[utt] = reason
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for reason in self.reasons.values():
+            out[reason] = out.get(reason, 0) + 1
+        return out
+
+
+@dataclass
+class Beams:
+    acwt: float = ACWT
+    beam: float = BEAM
+    retry_beam: float = RETRY_BEAM
+
+
+@dataclass
+class Corpus:
+    """Features of one front end, the phone DAG of every transcript, and the alignments."""
+
+    feats: dict[str, np.ndarray]
+    dags: dict[str, PhoneDag]
+    alignments: dict[str, Alignment] = field(default_factory=dict)
+
+
+def realign(corpus: Corpus, model: AcousticModel, pdfs: MonoPdfs | TreePdfs,
+            trans: Transitions, beams: Beams, failures: Failures, what: str,
+            keep_previous: bool = True) -> dict[str, Alignment]:
+    """Align every utterance with a DAG; utterances that fail are recorded, not kept.
+
+    During training an utterance that fails keeps its previous alignment (early models
+    are poor, and the first realignments after a flat start prune many paths); only the
+    final alignments (``keep_previous=False``) leave it out.
+    """
+    out: dict[str, Alignment] = {}
+    retried = kept = 0
+    with Progress(what, float(len(corpus.dags)), unit="utts") as bar:
+        for utt, dag in corpus.dags.items():
+            graph = expand(dag, pdfs, trans.self_loop)
+            x = corpus.feats[utt]
+            if x.shape[0] < graph.min_frames:
+                failures.add(utt, "too short for its phones")
+            else:
+                got = align(graph, dag, model.loglikes(x, np.unique(graph.pdf)), beams.acwt,
+                            beams.beam, beams.retry_beam)
+                if got is None and keep_previous and utt in corpus.alignments:
+                    out[utt] = corpus.alignments[utt]
+                    kept += 1
+                elif got is None:
+                    failures.add(utt, "no path at the retry beam")
+                else:
+                    failures.reasons.pop(utt, None)
+                    retried += got.retried
+                    out[utt] = got
+            bar.advance()
+    log.info("%s: %d aligned, %d at the retry beam %g, %d kept their previous alignment, "
+             "%d failed", what, len(out) - kept, retried, beams.retry_beam, kept,
+             len(corpus.dags) - len(out))
+    return out
+
+
+def accumulate(model: AcousticModel, corpus: Corpus):
+    """Gaussian statistics and per-state frame/visit counts under the current alignments."""
+    stats = model.zero_stats()
+    frames: dict[tuple[int, int], int] = {}
+    visits: dict[tuple[int, int], int] = {}
+    xs, ps = [], []
+    for utt, ali in corpus.alignments.items():
+        xs.append(corpus.feats[utt])
+        ps.append(ali.pdf)
+        count_states(ali.phone, ali.state, ali.starts, frames, visits)
+    if xs:
+        model.accumulate(stats, torch.from_numpy(np.concatenate(xs)), np.concatenate(ps))
+    return stats, frames, visits
+
+
+@dataclass
+class StageSpec:
+    """How one rung trains: iterations, where to realign, how many Gaussians."""
+
+    name: str
+    iters: int
+    realign_iters: tuple[int, ...]
+    gauss: int
+    mix_iters: int = 0          # Gaussians grow over this many iterations (0: iters − 2)
+
+
+def train_stage(spec: StageSpec, corpus: Corpus, model: AcousticModel,
+                pdfs: MonoPdfs | TreePdfs, trans: Transitions, beams: Beams,
+                failures: Failures, var_floor: torch.Tensor, hook=None) -> AcousticModel:
+    """Run ``spec.iters`` iterations of Viterbi EM; ``hook(it, model, corpus)`` runs before
+    each iteration's accumulation (the place for MLLT and fMLLR updates)."""
+    start_gauss = model.num_gauss()
+    mix_iters = spec.mix_iters or max(spec.iters - 2, 1)
+    step = max((spec.gauss - start_gauss) / mix_iters, 0.0)
+    target = float(start_gauss)
+    t0 = time.time()
+    for it in range(1, spec.iters + 1):
+        if it in spec.realign_iters:
+            corpus.alignments = realign(corpus, model, pdfs, trans, beams, failures,
+                                        f"{spec.name} align {it}")
+        if hook is not None:
+            hook(it, model, corpus)
+        stats, frames, visits = accumulate(model, corpus)
+        model.update(stats, var_floor)
+        trans.reestimate(frames, visits)
+        if it <= mix_iters:
+            target = min(target + step, spec.gauss)
+            model.mix_up(int(round(target)), stats.occ.sum(1))
+        log.info("%s iteration %d/%d: log-likelihood per frame %.3f over %d frames, "
+                 "%d Gaussians, %d utterances aligned", spec.name, it, spec.iters,
+                 stats.loglike / max(stats.frames, 1), stats.frames, model.num_gauss(),
+                 len(corpus.alignments))
+    log.info("%s: %d iterations in %.1f s", spec.name, spec.iters, time.time() - t0)
+    return model

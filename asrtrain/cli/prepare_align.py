@@ -1,0 +1,87 @@
+"""``asrtrain prepare align``: phone alignments from nothing (a flat-start HMM-GMM ladder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from asrtrain.cli.options import POSITIVE, config_option, resolved_params
+
+
+def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for item in value:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise click.BadParameter(f"{item!r}: expected NAME=DIR", param_hint="'--split'")
+        if not Path(path).is_dir():
+            raise click.BadParameter(f"{path}: not a directory", param_hint="'--split'")
+        out[name] = Path(path)
+    return out
+
+
+@click.command()
+@config_option
+@click.argument("dict_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("train", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--split", "splits", multiple=True, metavar="NAME=DIR",
+              help="Another data dir to align with the final model (dev=..., test=...).")
+@click.option("--stages", default="mono,tri,lda,sat", show_default=True,
+              help="Rungs of the ladder, in order (a prefix of mono,tri,lda,sat).")
+@click.option("--oov", default=None, help="Map transcript words missing from the lexicon to "
+              "this word (it must have a pronunciation); without it they are an error.")
+@click.option("--phones", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="A phones.txt whose ids the alignments keep (a corpus').")
+@click.option("--mono-gauss", type=click.IntRange(1), default=1000, show_default=True,
+              help="Gaussians of the monophone model.")
+@click.option("--mono-iters", type=click.IntRange(1), default=25, show_default=True)
+@click.option("--leaves", type=click.IntRange(1), default=1000, show_default=True,
+              help="Context-dependent states (tree leaves) of the triphone models.")
+@click.option("--gauss", type=click.IntRange(1), default=8000, show_default=True,
+              help="Gaussians of the triphone, LDA+MLLT and SAT models.")
+@click.option("--iters", type=click.IntRange(1), default=20, show_default=True,
+              help="EM iterations of each triphone rung.")
+@click.option("--beam", type=POSITIVE, default=10.0, show_default=True)
+@click.option("--retry-beam", type=POSITIVE, default=40.0, show_default=True,
+              help="Beam of the second try for utterances that fail at --beam.")
+@click.option("--max-lost", type=click.FloatRange(0.0, 1.0), default=0.05, show_default=True,
+              help="Fail when more than this share of a split's utterances cannot be aligned.")
+@click.option("--reference", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None, help="A corpus dir with exact alignments ({split}/phone.ctm, "
+              "ali.scp): report.json then says how close each rung's alignments are.")
+@click.pass_context
+def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tuple[str, ...],
+          stages: str, oov: str | None, phones: Path | None, mono_gauss: int, mono_iters: int,
+          leaves: int, gauss: int, iters: int, beam: float, retry_beam: float,
+          max_lost: float, reference: Path | None, config: str | None) -> None:
+    """Align TRAIN (and the --split dirs) from nothing: flat-start monophones, triphones,
+    LDA+MLLT, SAT, each rung realigning the data for the next.
+
+    DICT_DIR is a Kaldi dict dir; TRAIN a data dir with MFCC feats.scp (and cmvn.scp)
+    from `prepare features --type mfcc`, text and utt2spk. OUT becomes what `prepare
+    lang` reads as its alignment dir: phones.txt and, per split, ali.scp (a phone per
+    frame), phone.ctm, state.scp, text and failed.txt; models/ holds each rung and
+    report.json the figures.
+    """
+    from asrtrain.align.ladder import STAGES, LadderConfig
+    from asrtrain.align.run import AlignJob, prepare_align
+    from asrtrain.align.train import Beams
+    from asrtrain.core.runlog import command_run
+
+    wanted = tuple(s.strip() for s in stages.split(",") if s.strip())
+    if not wanted or wanted != STAGES[:len(wanted)]:
+        raise click.BadParameter(f"{stages!r}: a prefix of {','.join(STAGES)}",
+                                 param_hint="'--stages'")
+    named = {"train": train, **_split_dirs(splits)}
+    cfg = LadderConfig(stages=wanted, mono_gauss=mono_gauss, mono_iters=mono_iters,
+                       tri_leaves=leaves, tri_gauss=gauss, tri_iters=iters,
+                       beams=Beams(beam=beam, retry_beam=retry_beam))
+    job = AlignJob(dict_dir, out, named, cfg, oov=oov, phones=phones, max_lost=max_lost,
+                   reference=reference)
+    with command_run("prepare-align", out, resolved_params(ctx)):
+        report = prepare_align(job)
+    for name, fig in report["splits"].items():
+        lost = sum(fig["lost"].values())
+        click.echo(f"{out}/{name}: {fig['aligned']} utterances aligned, {lost} lost")
