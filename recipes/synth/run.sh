@@ -5,8 +5,15 @@
 #   ./run.sh --config conf/paper.conf           # the paper's model and recipe (GPUs)
 #   ./run.sh --stage 5 --stop-stage 5           # rerun training only
 #
-# Stages: 0 corpus, 1 features, 2 i-vectors and fMLLR, 3 lang and graph, 4 archives,
-#         5 train, 6 decode, 7 score. A finished stage is skipped (and says so);
+# Stages: 0 corpus, 1 features, 2 alignments (with alignments=learned), i-vectors and
+#         fMLLR, 3 lang and graph, 4 archives, 5 train, 6 decode, 7 score.
+#
+#   ./run.sh --config conf/demo.conf --alignments learned   # align from nothing (flat start)
+#
+# alignments=exact trains on the synthesizer's exact phone alignments; alignments=learned
+# ignores them and aligns the corpus with `asrtrain prepare align` (mono -> tri -> LDA+MLLT
+# -> SAT), keeping its outputs apart (exp/ali, data/lang_learned, ..._learned) so both can
+# be compared; the exact alignments then only measure the learned ones (exp/ali/report.json). A finished stage is skipped (and says so);
 #         an explicit --stage N restarts from stage N (redoing finished work there);
 #         --force true redoes everything the stage range covers.
 set -euo pipefail
@@ -30,6 +37,13 @@ noise_snr=15:40
 max_repeats=1
 lm_sentences=0
 synth_nj=2
+# alignments: exact (the synthesizer's) or learned (prepare align, flat start)
+alignments=exact
+ali_stages=mono,tri,lda,sat
+ali_mono_gauss=1000
+ali_leaves=1000
+ali_gauss=6000
+ali_iters=15
 # features and adaptation
 feat_nj=2
 ubm_components=64
@@ -66,9 +80,15 @@ decode_nj=2
 . ../utils/stage.sh
 
 corpus=$data/corpus
-lang=$data/lang
-archives=$data/archives
-model=$exp/blstm_${strategy}
+case "$alignments" in
+  exact) tag=""; ali_dir=$corpus ;;
+  learned) tag="_learned"; ali_dir=$exp/ali ;;
+  *) echo "$0: --alignments must be exact or learned, got '$alignments'" >&2; exit 2 ;;
+esac
+lang=$data/lang$tag
+archives=$data/archives$tag
+fmllr=$exp/fmllr$tag
+model=$exp/blstm_${strategy}$tag
 group_opt=()   # super-learners exist only in H-ADPSGD
 if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
 
@@ -94,27 +114,36 @@ if want_stage 1; then
   done
 fi
 
+if want_stage 2 && [ "$alignments" = learned ]; then
+  echo "=== stage 2: alignments from nothing ($ali_stages), measured against the exact ones"
+  done_or_run align "$ali_dir" \
+    asrtrain prepare align "$corpus/dict" "$data/mfcc/train" "$ali_dir" \
+      --split dev="$data/mfcc/dev" --split test="$data/mfcc/test" --phones "$corpus/phones.txt" \
+      --reference "$corpus" --stages "$ali_stages" --mono-gauss "$ali_mono_gauss" \
+      --leaves "$ali_leaves" --gauss "$ali_gauss" --iters "$ali_iters"
+fi
+
 if want_stage 2; then
   echo "=== stage 2: i-vectors (100) and fMLLR (40), estimated on train, applied to all"
   done_or_run ivectors-train "$exp/ivectors/train" \
     asrtrain prepare ivectors "$data/mfcc/train" "$exp/ivectors/train" --ubm-components "$ubm_components" \
       --dim "$ivector_dim" --period "$ivector_period" --online --iters "$ivector_iters"
-  done_or_run fmllr-train "$exp/fmllr/train" \
-    asrtrain prepare fmllr "$data/mfcc/train" "$exp/fmllr/train" --ali "$corpus/train/ali.scp" \
+  done_or_run fmllr-train "$fmllr/train" \
+    asrtrain prepare fmllr "$data/mfcc/train" "$fmllr/train" --ali "$ali_dir/train/ali.scp" \
       --gmm-components "$fmllr_gmm_components"
   for split in dev test; do
     done_or_run "ivectors-$split" "$exp/ivectors/$split" \
       asrtrain prepare ivectors "$data/mfcc/$split" "$exp/ivectors/$split" \
         --extractor "$exp/ivectors/train/extractor" --period "$ivector_period" --online
-    done_or_run "fmllr-$split" "$exp/fmllr/$split" \
-      asrtrain prepare fmllr "$data/mfcc/$split" "$exp/fmllr/$split" --model "$exp/fmllr/train"
+    done_or_run "fmllr-$split" "$fmllr/$split" \
+      asrtrain prepare fmllr "$data/mfcc/$split" "$fmllr/$split" --model "$fmllr/train"
   done
 fi
 
 if want_stage 3; then
   echo "=== stage 3: lang (lexicon, ${lm_order}-gram LM, tree of ~$num_pdfs pdfs, HCLG)"
   done_or_run lang "$lang" \
-    asrtrain prepare lang "$corpus/dict" "$corpus/lm_text" "$corpus" "$lang" \
+    asrtrain prepare lang "$corpus/dict" "$corpus/lm_text" "$ali_dir" "$lang" \
       --order "$lm_order" --num-pdfs "$num_pdfs"
 fi
 
@@ -123,7 +152,7 @@ if want_stage 4; then
   for split in train dev test; do
     done_or_run "archive-$split" "$archives" \
       asrtrain prepare archive "$archives/$split.h5" \
-        --stream fmllr="$exp/fmllr/$split/feats.scp" \
+        --stream fmllr="$fmllr/$split/feats.scp" \
         --stream ivector="$exp/ivectors/$split/ivectors.scp" --ivector-period ivector="$ivector_period" \
         --stream logmel="$data/logmel/$split/feats.scp" \
         --cmvn logmel="$data/logmel/$split/cmvn.scp" --utt2spk "$corpus/$split/utt2spk" \
