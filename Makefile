@@ -38,7 +38,7 @@ $(STAMP): pyproject.toml setup.cfg | apt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH_PIN)
-	$(BIN)/python -m pip install -q -e ".[mpi,plot,dev]"
+	$(BIN)/python -m pip install -q -e ".[mpi,plot,dev,corpora]"
 	touch $(STAMP)
 
 test: apt $(STAMP)
