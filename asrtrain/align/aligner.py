@@ -20,6 +20,9 @@ from asrtrain.align.graph import HmmGraph, PhoneDag
 ACWT = 0.1
 BEAM = 10.0
 RETRY_BEAM = 40.0
+#: asrtrain's own: a last try for the final alignments (an unseen speaker's dev or test
+#: utterances can fall out of 40 where the path is still right).
+LAST_BEAM = 400.0
 
 
 @dataclass

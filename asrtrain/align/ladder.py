@@ -5,7 +5,7 @@ start → triphones on asrtrain's tree → LDA+MLLT → SAT (per-speaker fMLLR).
   the first statistics come from equal alignments (the transcript's first
   pronunciations between two silences, frames shared evenly by the states).
 - **tri**: the tree (``lang/tree.py``) is built on the monophone alignments; each
-  triphone pdf starts as a copy of its monophone state's mixture.
+  triphone pdf starts as one Gaussian from its frames under them, then mixes up.
 - **lda**: MFCC spliced ±3 frames, LDA to 40 dimensions with the tree's pdfs as
   classes, then MLLT re-estimated at set iterations (the model's means rotated with it).
 - **sat**: a per-speaker fMLLR transform estimated against the model at set
@@ -117,9 +117,8 @@ def train_tri(utts: Utterances, prev: Rung, corpus: Corpus, phones: list[int], s
     topo = estimate_topology(items, phones, states=3, sil_phones=[sil], sil_states=3)
     tree, _ = build_tree(items, topo, ci_phones=[sil], num_pdfs=cfg.tri_leaves)
     pdfs = TreePdfs(tree)
-    mono = prev.pdfs
-    model = prev.model.pick(np.asarray([mono.pdf(0, p, 0, s) for p, s in pdfs.info()]))
     _relabel(corpus, pdfs)
+    model = _single_gaussians(pdfs.num_pdfs, corpus)   # Kaldi's gmm-init-model, then mix up
     model = train_stage(cfg.spec("tri"), corpus, model, pdfs, prev.trans, cfg.beams, failures,
                         var_floor(corpus.feats))
     return Rung("tri", prev.front, pdfs, model, prev.trans), corpus

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from asrtrain.align.aligner import ACWT, BEAM, RETRY_BEAM, Alignment, align
+from asrtrain.align.aligner import ACWT, BEAM, LAST_BEAM, RETRY_BEAM, Alignment, align
 from asrtrain.align.am import AcousticModel
 from asrtrain.align.graph import PhoneDag, expand
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs, count_states
@@ -46,6 +46,7 @@ class Beams:
     acwt: float = ACWT
     beam: float = BEAM
     retry_beam: float = RETRY_BEAM
+    last_beam: float = LAST_BEAM    # final alignments only; 0: none (Kaldi stops at retry)
 
 
 @dataclass
@@ -64,10 +65,11 @@ def realign(corpus: Corpus, model: AcousticModel, pdfs: MonoPdfs | TreePdfs,
 
     During training an utterance that fails keeps its previous alignment (early models
     are poor, and the first realignments after a flat start prune many paths); only the
-    final alignments (``keep_previous=False``) leave it out.
+    final alignments (``keep_previous=False``) leave it out, after a last try at
+    ``beams.last_beam``: speakers unlike any in training (a dev or test split) can need it.
     """
     out: dict[str, Alignment] = {}
-    retried = kept = 0
+    retried = kept = last = 0
     with Progress(what, float(len(corpus.dags)), unit="utts") as bar:
         for utt, dag in corpus.dags.items():
             graph = expand(dag, pdfs, trans.self_loop)
@@ -75,21 +77,24 @@ def realign(corpus: Corpus, model: AcousticModel, pdfs: MonoPdfs | TreePdfs,
             if x.shape[0] < graph.min_frames:
                 failures.add(utt, "too short for its phones")
             else:
-                got = align(graph, dag, model.loglikes(x, np.unique(graph.pdf)), beams.acwt,
-                            beams.beam, beams.retry_beam)
+                ll = model.loglikes(x, np.unique(graph.pdf))
+                got = align(graph, dag, ll, beams.acwt, beams.beam, beams.retry_beam)
+                if got is None and not keep_previous and beams.last_beam > beams.retry_beam:
+                    got = align(graph, dag, ll, beams.acwt, beams.last_beam, beams.last_beam)
+                    last += got is not None
                 if got is None and keep_previous and utt in corpus.alignments:
                     out[utt] = corpus.alignments[utt]
                     kept += 1
                 elif got is None:
-                    failures.add(utt, "no path at the retry beam")
+                    failures.add(utt, "no path at the last beam")
                 else:
                     failures.reasons.pop(utt, None)
                     retried += got.retried
                     out[utt] = got
             bar.advance()
-    log.info("%s: %d aligned, %d at the retry beam %g, %d kept their previous alignment, "
-             "%d failed", what, len(out) - kept, retried, beams.retry_beam, kept,
-             len(corpus.dags) - len(out))
+    log.info("%s: %d aligned, %d at the retry beam %g, %d at the last beam %g, %d kept their "
+             "previous alignment, %d failed", what, len(out) - kept, retried - last,
+             beams.retry_beam, last, beams.last_beam, kept, len(corpus.dags) - len(out))
     return out
 
 

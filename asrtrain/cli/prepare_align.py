@@ -46,6 +46,9 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--beam", type=POSITIVE, default=10.0, show_default=True)
 @click.option("--retry-beam", type=POSITIVE, default=40.0, show_default=True,
               help="Beam of the second try for utterances that fail at --beam.")
+@click.option("--last-beam", type=click.FloatRange(0.0), default=400.0, show_default=True,
+              help="Final alignments only: a last try at this beam for utterances that fail "
+              "at --retry-beam (speakers unlike the training ones); 0: none, as Kaldi.")
 @click.option("--max-lost", type=click.FloatRange(0.0, 1.0), default=0.05, show_default=True,
               help="Fail when more than this share of a split's utterances cannot be aligned.")
 @click.option("--reference", type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -54,7 +57,7 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
 @click.pass_context
 def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tuple[str, ...],
           stages: str, oov: str | None, phones: Path | None, mono_gauss: int, mono_iters: int,
-          leaves: int, gauss: int, iters: int, beam: float, retry_beam: float,
+          leaves: int, gauss: int, iters: int, beam: float, retry_beam: float, last_beam: float,
           max_lost: float, reference: Path | None, config: str | None) -> None:
     """Align TRAIN (and the --split dirs) from nothing: flat-start monophones, triphones,
     LDA+MLLT, SAT, each rung realigning the data for the next.
@@ -77,7 +80,8 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
     named = {"train": train, **_split_dirs(splits)}
     cfg = LadderConfig(stages=wanted, mono_gauss=mono_gauss, mono_iters=mono_iters,
                        tri_leaves=leaves, tri_gauss=gauss, tri_iters=iters,
-                       beams=Beams(beam=beam, retry_beam=retry_beam))
+                       beams=Beams(beam=beam, retry_beam=retry_beam,
+                                   last_beam=last_beam))
     job = AlignJob(dict_dir, out, named, cfg, oov=oov, phones=phones, max_lost=max_lost,
                    reference=reference)
     with command_run("prepare-align", out, resolved_params(ctx)):
