@@ -30,7 +30,8 @@ def test_alignments_from_nothing_follow_the_transcripts_and_feed_prepare_lang(
     proc = run_cli("prepare", "align", tiny_corpus / "dict", tiny_mfcc / "train", out,
                    "--split", f"test={tiny_mfcc / 'test'}", "--stages", "mono,tri",
                    "--phones", tiny_corpus / "phones.txt", "--reference", tiny_corpus, *SMALL,
-                   "--retry-beam", "400", "--max-lost", "0.5", timeout=600)
+                   "--retry-beam", "400", "--last-beam", "4000", "--max-lost", "1",
+                   timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert read_symbols(out / "phones.txt") == read_symbols(tiny_corpus / "phones.txt")
     lex = read_dict_dir(tiny_corpus / "dict", tiny_corpus / "phones.txt")
