@@ -72,3 +72,28 @@ def test_synth_recipe_end_to_end_then_skips(tmp_path: Path) -> None:
     assert again.count("already complete") == len(STAGES)
     assert (model / "final.pt").stat().st_mtime == final
     assert again[again.index(header):] == report
+
+
+@pytest.mark.slow
+def test_synth_recipe_on_learned_alignments(tmp_path: Path) -> None:
+    """The same recipe with --alignments learned: the corpus aligned from nothing
+    (mono → tri → LDA+MLLT → SAT), its exact alignments used only to measure the learned
+    ones, then lang, archives, training and a WER, all under *_learned names."""
+    import json
+
+    script = copy_recipe(tmp_path)
+    conf = script.parent / "conf" / "tiny.conf"
+    # six minutes of speech: a minute is too little for a flat start
+    conf.write_text(conf.read_text() + "hours=0.1\nspeakers=8\nali_mono_gauss=300\n"
+                    "ali_leaves=150\nali_gauss=600\nali_iters=6\n")
+    out = run(script, "--alignments", "learned")
+    root = script.parent
+    report = json.loads((root / "exp" / "ali" / "report.json").read_text())
+    assert list(report["stages"]) == ["mono", "tri", "lda", "sat"]
+    assert report["splits"]["train"]["lost"] == {}
+    assert report["stages"]["sat"]["agreement"]["within_20ms"] > 0.6
+    assert (root / "data" / "lang_learned" / "graph" / "HCLG.fst").exists()
+    assert not (root / "data" / "lang").exists()           # the exact path was not taken
+    best = (root / "exp" / "blstm_h-adpsgd_learned" / "decode_test" / "best_wer").read_text()
+    assert re.match(r"%WER \d+\.\d+ \[ \d+ / \d+,", best), best
+    assert "align: asrtrain prepare align" in out
