@@ -44,6 +44,7 @@ class LadderConfig:
     tri_leaves: int = 1000
     tri_gauss: int = 8000
     tri_iters: int = 20
+    mono_utts: int = 0          # train the monophones on this many shortest utterances (0: all)
     lda_dim: int = 40
     splice: int = 3
     mllt_iters: tuple[int, ...] = (2, 4, 6, 12)
@@ -79,7 +80,7 @@ def var_floor(feats: dict[str, np.ndarray]) -> torch.Tensor:
 def train_mono(utts: Utterances, dags: dict, phones: list[int], sil: int, cfg: LadderConfig,
                failures: Failures) -> tuple[Rung, Corpus]:
     front = FrontEnd(deltas=True)
-    corpus = Corpus(front.features(utts), dags)
+    corpus = Corpus({u: front.apply(utts.feats[u]) for u in dags}, dags)
     pdfs = MonoPdfs(phones)
     mean, var = global_stats(list(corpus.feats.values()))
     model = AcousticModel.flat(pdfs.num_pdfs, mean, var)
@@ -100,6 +101,31 @@ def train_mono(utts: Utterances, dags: dict, phones: list[int], sil: int, cfg: L
     model = train_stage(cfg.spec("mono"), corpus, model, pdfs, trans, cfg.beams, failures,
                         floor)
     return Rung("mono", front, pdfs, model, trans), corpus
+
+
+def shortest(dags: dict, utts: Utterances, n: int) -> dict:
+    """The ``n`` shortest utterances' DAGs (Kaldi's ``subset_data_dir.sh --shortest``:
+    a flat start learns fastest where each utterance has few phones to place)."""
+    keep = sorted(dags, key=lambda u: (utts.feats[u].shape[0], u))[:n]
+    return {u: dags[u] for u in sorted(keep)}
+
+
+def train_mono_subset(utts: Utterances, corpus: Corpus, phones: list[int], sil: int,
+                      cfg: LadderConfig, failures: Failures) -> tuple[Rung, Corpus]:
+    """Monophones on the ``cfg.mono_utts`` shortest utterances, then every utterance
+    aligned with them (the next rung needs them all)."""
+    from asrtrain.align.train import realign
+
+    if not cfg.mono_utts or cfg.mono_utts >= len(corpus.dags):
+        return train_mono(utts, corpus.dags, phones, sil, cfg, failures)
+    rung, _ = train_mono(utts, shortest(corpus.dags, utts, cfg.mono_utts), phones, sil, cfg,
+                         failures)
+    log.info("mono: trained on the %d shortest of %d utterances; aligning all", cfg.mono_utts,
+             len(corpus.dags))
+    full = Corpus({u: rung.front.apply(utts.feats[u]) for u in corpus.dags}, corpus.dags)
+    full.alignments = realign(full, rung.model, rung.pdfs, rung.trans, cfg.beams, failures,
+                              "mono: all utterances", keep_previous=False)
+    return rung, full
 
 
 def phone_items(corpus: Corpus) -> list[tuple[np.ndarray, list[int]]]:

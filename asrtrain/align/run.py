@@ -127,7 +127,7 @@ def _prepare_align(job: AlignJob) -> dict[str, Any]:
 def _climb(stage: str, train: Split, rungs: list[Rung], corpus: Corpus, phones: list[int],
            sil: int, cfg: LadderConfig) -> tuple[Rung, Corpus]:
     if stage == "mono":
-        return ladder.train_mono(train.utts, corpus.dags, phones, sil, cfg, train.failures)
+        return ladder.train_mono_subset(train.utts, corpus, phones, sil, cfg, train.failures)
     if not rungs:
         raise InputError(f"stage {stage!r} needs the stages before it (mono first)")
     if stage == "tri":

@@ -37,6 +37,9 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--mono-gauss", type=click.IntRange(1), default=1000, show_default=True,
               help="Gaussians of the monophone model.")
 @click.option("--mono-iters", type=click.IntRange(1), default=25, show_default=True)
+@click.option("--mono-utts", type=click.IntRange(0), default=0, show_default=True,
+              help="Train the monophones on this many shortest utterances, as Kaldi's "
+              "recipes do on large corpora (0: all).")
 @click.option("--leaves", type=click.IntRange(1), default=1000, show_default=True,
               help="Context-dependent states (tree leaves) of the triphone models.")
 @click.option("--gauss", type=click.IntRange(1), default=8000, show_default=True,
@@ -57,6 +60,7 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
 @click.pass_context
 def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tuple[str, ...],
           stages: str, oov: str | None, phones: Path | None, mono_gauss: int, mono_iters: int,
+          mono_utts: int,
           leaves: int, gauss: int, iters: int, beam: float, retry_beam: float, last_beam: float,
           max_lost: float, reference: Path | None, config: str | None) -> None:
     """Align TRAIN (and the --split dirs) from nothing: flat-start monophones, triphones,
@@ -79,6 +83,7 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
                                  param_hint="'--stages'")
     named = {"train": train, **_split_dirs(splits)}
     cfg = LadderConfig(stages=wanted, mono_gauss=mono_gauss, mono_iters=mono_iters,
+                       mono_utts=mono_utts,
                        tri_leaves=leaves, tri_gauss=gauss, tri_iters=iters,
                        beams=Beams(beam=beam, retry_beam=retry_beam,
                                    last_beam=last_beam))

@@ -43,6 +43,7 @@ fmllr_gmm_components=400
 align_stages=mono,tri,lda,sat
 mono_gauss=1000
 mono_iters=25
+mono_utts=2000        # the flat start on the shortest 2000 utterances, as Kaldi's recipe (0: all)
 align_leaves=2500
 align_gauss=15000
 align_iters=20
@@ -125,6 +126,7 @@ if want_stage 2; then
     asrtrain prepare align "$dict" "$data/mfcc/train" "$ali" \
       --split dev="$data/mfcc/dev" --split test="$data/mfcc/test" --oov '<UNK>' \
       --stages "$align_stages" --mono-gauss "$mono_gauss" --mono-iters "$mono_iters" \
+      --mono-utts "$mono_utts" \
       --leaves "$align_leaves" --gauss "$align_gauss" --iters "$align_iters"
 fi
 

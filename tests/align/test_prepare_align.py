@@ -26,7 +26,7 @@ def test_alignments_from_nothing_follow_the_transcripts_and_feed_prepare_lang(
         tiny_corpus: Path, tiny_mfcc: Path, tmp_path: Path, run_cli) -> None:
     out = tmp_path / "ali"
     # a minute of speech is too little to align every utterance well: the contract is
-    # what is checked here (test_alignment_quality... measures quality on more data)
+    # what is checked here (test_alignment_quality_on_six_minutes_of_speech measures quality)
     proc = run_cli("prepare", "align", tiny_corpus / "dict", tiny_mfcc / "train", out,
                    "--split", f"test={tiny_mfcc / 'test'}", "--stages", "mono,tri",
                    "--phones", tiny_corpus / "phones.txt", "--reference", tiny_corpus, *SMALL,
@@ -86,3 +86,21 @@ def test_alignment_quality_on_six_minutes_of_speech(small_corpus: Path, tmp_path
     assert report["splits"]["train"]["lost"] == {}
     for stage in ("mono", "tri", "lda", "sat"):
         assert report["stages"][stage]["agreement"]["within_20ms"] > 0.7, report["stages"]
+
+
+def test_monophones_on_the_shortest_utterances_then_all_aligned(tiny_corpus: Path,
+                                                               tiny_mfcc: Path, tmp_path: Path,
+                                                               run_cli) -> None:
+    """``--mono-utts N``: Kaldi's flat start on the N shortest utterances of a large corpus;
+    the next rung still gets every utterance aligned."""
+    out = tmp_path / "ali"
+    proc = run_cli("prepare", "align", tiny_corpus / "dict", tiny_mfcc / "train", out,
+                   "--stages", "mono,tri", "--mono-utts", "5", "--mono-iters", "4",
+                   "--mono-gauss", "100", "--leaves", "60", "--gauss", "150", "--iters", "2",
+                   "--retry-beam", "400", "--last-beam", "4000", "--max-lost", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    n_utts = len((tiny_mfcc / "train" / "text").read_text().splitlines())
+    assert f"trained on the 5 shortest of {n_utts} utterances" in proc.stderr
+    aligned = dict(read_alignments(out / "train" / "ali.scp"))
+    failed = (out / "train" / "failed.txt").read_text().splitlines()
+    assert len(aligned) + len(failed) == n_utts and len(aligned) > 5
