@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from asrtrain.align import ladder
@@ -109,6 +110,7 @@ def _prepare_align(job: AlignJob) -> dict[str, Any]:
             figures["agreement"] = ref.agreement(corpus.alignments, train.name)
         report["stages"][stage] = figures
         log.info("%s: %s", stage, json.dumps(figures))
+    pdf_frames = None
     for split in splits.values():
         t0 = time.time()
         alis = align_split(split, rungs, job.config, split is train)
@@ -117,11 +119,35 @@ def _prepare_align(job: AlignJob) -> dict[str, Any]:
                                         "seconds": round(time.time() - t0, 1)}
         if ref is not None and split is not train:
             report["splits"][split.name]["agreement"] = ref.agreement(alis, split.name)
+        if split is train:
+            pdf_frames = np.bincount(np.concatenate([a.pdf for a in alis.values()]),
+                                     minlength=rungs[-1].pdfs.num_pdfs)
+    if rungs[-1].name == "sat" and pdf_frames is not None:
+        report["sat_fmllr"] = write_sat_features(job.out / "fmllr", rungs[-1], splits, train,
+                                                 pdf_frames)
     from asrtrain.lang.lexicon import write_symbols
 
     write_symbols(job.out / "phones.txt", {EPS: 0, **lex.phones})
     write_text(job.out / "report.json", json.dumps(report, indent=1) + "\n")
     return report
+
+
+def write_sat_features(out: Path, sat: Rung, splits: dict[str, Split], train: Split,
+                       pdf_frames: np.ndarray) -> dict[str, int]:
+    """``out/<split>/feats.scp``: LDA+MLLT+fMLLR features from the SAT model, training
+    speakers with their SAT transforms, the others estimated without transcripts."""
+    from asrtrain.align import sat_feats
+
+    mixture = sat_feats.model_mixture(sat.model, pdf_frames)
+    written = {}
+    for split in splits.values():
+        front = FrontEnd(deltas=False, context=sat.front.context, lda=sat.front.lda)
+        if split is train:
+            front.fmllr = dict(sat.front.fmllr)
+        else:
+            front.fmllr = sat_feats.held_out_transforms(mixture, split.utts, front)
+        written[split.name] = sat_feats.write_split(out / split.name, split.utts, front)
+    return written
 
 
 def _climb(stage: str, train: Split, rungs: list[Rung], corpus: Corpus, phones: list[int],

@@ -44,6 +44,9 @@ ali_mono_gauss=1000
 ali_leaves=1000
 ali_gauss=6000
 ali_iters=15
+# fMLLR features for the network: global (prepare fmllr: a global GMM, no transcripts) or sat
+# (prepare align's SAT model; needs alignments=learned)
+fmllr_source=global
 # features and adaptation
 feat_nj=2
 ubm_components=64
@@ -85,10 +88,21 @@ case "$alignments" in
   learned) tag="_learned"; ali_dir=$exp/ali ;;
   *) echo "$0: --alignments must be exact or learned, got '$alignments'" >&2; exit 2 ;;
 esac
+case "$fmllr_source" in
+  global) ftag="" ;;
+  sat) ftag="_satfmllr"
+       if [ "$alignments" != learned ]; then
+         echo "$0: --fmllr-source sat needs --alignments learned (the SAT model)" >&2; exit 2
+       fi ;;
+  *) echo "$0: --fmllr-source must be global or sat, got '$fmllr_source'" >&2; exit 2 ;;
+esac
 lang=$data/lang$tag
-archives=$data/archives$tag
+archives=$data/archives$tag$ftag
 fmllr=$exp/fmllr$tag
-model=$exp/blstm_${strategy}$tag
+model=$exp/blstm_${strategy}$tag$ftag
+fmllr_feats() {  # the fMLLR stream of a split
+  if [ "$fmllr_source" = sat ]; then echo "$ali_dir/fmllr/$1/feats.scp"; else echo "$fmllr/$1/feats.scp"; fi
+}
 group_opt=()   # super-learners exist only in H-ADPSGD
 if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
 
@@ -152,7 +166,7 @@ if want_stage 4; then
   for split in train dev test; do
     done_or_run "archive-$split" "$archives" \
       asrtrain prepare archive "$archives/$split.h5" \
-        --stream fmllr="$fmllr/$split/feats.scp" \
+        --stream fmllr="$(fmllr_feats "$split")" \
         --stream ivector="$exp/ivectors/$split/ivectors.scp" --ivector-period ivector="$ivector_period" \
         --stream logmel="$data/logmel/$split/feats.scp" \
         --cmvn logmel="$data/logmel/$split/cmvn.scp" --utt2spk "$corpus/$split/utt2spk" \

@@ -78,3 +78,17 @@ def test_by_pdf_groups_every_frame_once() -> None:
     pdf = torch.tensor([3, 1, 3, 0, 1, 3])
     seen = {p: sorted(idx.tolist()) for p, idx in by_pdf(pdf)}
     assert seen == {0: [3], 1: [1, 4], 3: [0, 2, 5]}
+
+
+def test_the_sat_models_mixture_holds_every_gaussian_weighted_by_its_pdfs_frames() -> None:
+    from asrtrain.align.sat_feats import model_mixture
+
+    x, pdf = _data()
+    model = AcousticModel.flat(2, torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64))
+    _em(model, x, pdf, torch.full((3,), 1e-3))
+    model.mix_up(3, torch.tensor([6000.0, 4000.0]))
+    mix = model_mixture(model, np.array([6000, 4000]))
+    assert mix.num_components == model.num_gauss() == 3
+    assert abs(float(mix.weights.sum()) - 1.0) < 1e-12
+    pdf0 = torch.isfinite(model.logw[0]).sum()
+    assert abs(float(mix.weights[:pdf0].sum()) - 6001 / 10002) < 1e-9

@@ -86,6 +86,12 @@ def test_alignment_quality_on_six_minutes_of_speech(small_corpus: Path, tmp_path
     assert report["splits"]["train"]["lost"] == {}
     for stage in ("mono", "tri", "lda", "sat"):
         assert report["stages"][stage]["agreement"]["within_20ms"] > 0.7, report["stages"]
+    # the SAT model's fMLLR features for the network, every utterance of the split
+    import kaldiio
+
+    feats = dict(kaldiio.load_scp_sequential(str(out / "fmllr" / "train" / "feats.scp")))
+    assert report["sat_fmllr"]["train"] == len(feats) == report["splits"]["train"]["aligned"]
+    assert {m.shape[1] for m in feats.values()} == {40}
 
 
 def test_monophones_on_the_shortest_utterances_then_all_aligned(tiny_corpus: Path,

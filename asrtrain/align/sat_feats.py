@@ -1,0 +1,65 @@
+"""fMLLR features for the network from the SAT model (Kaldi's way for nnet input).
+
+The SAT rung leaves the LDA+MLLT transform and, for every training speaker, an fMLLR
+transform estimated against the SAT model under its alignment: those are the training
+features. A speaker the network will be tested on has no transcript to align, so its
+transform is estimated without one: against the SAT model as a single mixture (every
+pdf's Gaussians, weighted by the pdf's share of the training frames), by the same EM
+that ``prepare fmllr`` runs on its global GMM (``adapt.fmllr.estimate``). Kaldi's
+``decode_fmllr.sh`` gets test posteriors from a first-pass decode instead; the mixture
+is its transcript-free, graph-free stand-in, and dev speakers are treated as test ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from asrtrain.adapt.featio import write_matrices
+from asrtrain.adapt.fmllr import estimate
+from asrtrain.adapt.gmm import DiagGMM
+from asrtrain.align.am import AcousticModel
+from asrtrain.align.feats import FrontEnd, Utterances
+
+log = logging.getLogger("asrtrain.align")
+#: Data-dir tables copied beside the features, so OUT/fmllr/<split> is a data dir.
+COPIED = ("text", "utt2spk", "spk2utt", "wav.scp", "utt2dur", "spk2gender", "utt2num_frames")
+
+
+def model_mixture(model: AcousticModel, pdf_frames: np.ndarray) -> DiagGMM:
+    """All live Gaussians of the model as one mixture, pdfs weighted by their frames."""
+    prior = torch.as_tensor(pdf_frames, dtype=torch.float64) + 1.0
+    prior = prior / prior.sum()
+    live = torch.isfinite(model.logw)
+    weights = (prior[:, None] * torch.exp(torch.where(live, model.logw,
+                                                      torch.zeros_like(model.logw))))[live]
+    return DiagGMM(weights / weights.sum(), model.means[live].clone(), model.vars[live].clone())
+
+
+def held_out_transforms(mixture: DiagGMM, utts: Utterances, front: FrontEnd
+                        ) -> dict[str, np.ndarray]:
+    """Each speaker's fMLLR against the mixture, no transcript used."""
+    out: dict[str, np.ndarray] = {}
+    for spk, mine in utts.speakers().items():
+        x = torch.from_numpy(np.concatenate([front.apply(utts.feats[u], with_fmllr=False)
+                                             for u in mine]))
+        result = estimate(mixture, x)
+        log.info("SAT fMLLR of held-out speaker %s (%s, %d frames): log-likelihood per frame "
+                 "%.3f -> %.3f", spk, result.kind, result.frames,
+                 result.loglikes[0] if result.loglikes else float("nan"), result.loglikes[-1])
+        out[spk] = result.transform.numpy()
+    return out
+
+
+def write_split(out: Path, utts: Utterances, front: FrontEnd) -> int:
+    """``out/feats.scp`` of the adapted features and the data dir's tables."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in COPIED:
+        if (utts.data / name).is_file():
+            shutil.copy(utts.data / name, out / name)
+    items = ((u, front.apply(m, utts.utt2spk[u])) for u, m in utts.feats.items())
+    return write_matrices(out / "feats.scp", items)
