@@ -19,6 +19,16 @@ from asrtrain.align.evaluate import FRAME_SHIFT, OFFSET
 from asrtrain.core.atomic import atomic_path, write_text
 
 
+def check_out_path(out: Path) -> None:
+    """Refuse an output dir whose path kaldiio cannot write tables into: its wspecifiers
+    (``ark,scp:A,B``) split at ',' and ':'."""
+    from asrtrain.core.errors import InputError
+
+    if any(c in str(Path(out).resolve()) for c in ",:"):
+        raise InputError("an output path with ',' or ':' cannot hold Kaldi tables "
+                         "(ark,scp:A,B specifiers); choose another", out)
+
+
 def write_int_table(prefix: Path, rows: dict[str, np.ndarray]) -> None:
     """``prefix.ark`` + ``prefix.scp`` of int32 vectors; the scp appears complete or not at all."""
     import kaldiio

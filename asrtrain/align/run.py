@@ -23,7 +23,7 @@ from asrtrain.align import ladder
 from asrtrain.align.aligner import Alignment
 from asrtrain.align.feats import FrontEnd, Utterances, load_utterances
 from asrtrain.align.ladder import LadderConfig, Rung
-from asrtrain.align.output import write_split
+from asrtrain.align.output import check_out_path, write_split
 from asrtrain.align.train import Corpus, Failures, realign
 from asrtrain.align.transcripts import build_dags, map_oovs, pron_table
 from asrtrain.core.atomic import write_text
@@ -88,6 +88,7 @@ def prepare_align(job: AlignJob) -> dict[str, Any]:
 
 
 def _prepare_align(job: AlignJob) -> dict[str, Any]:
+    check_out_path(job.out)
     lex = read_dict_dir(job.dict_dir, job.phones)
     names = {i: p for p, i in lex.phones.items()}
     phones = sorted(lex.phones.values())

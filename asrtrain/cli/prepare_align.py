@@ -73,6 +73,7 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
     report.json the figures.
     """
     from asrtrain.align.ladder import STAGES, LadderConfig
+    from asrtrain.align.output import check_out_path
     from asrtrain.align.run import AlignJob, prepare_align
     from asrtrain.align.train import Beams
     from asrtrain.core.runlog import command_run
@@ -89,6 +90,7 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
                                    last_beam=last_beam))
     job = AlignJob(dict_dir, out, named, cfg, oov=oov, phones=phones, max_lost=max_lost,
                    reference=reference)
+    check_out_path(out)   # before the log dir exists
     with command_run("prepare-align", out, resolved_params(ctx)):
         report = prepare_align(job)
     for name, fig in report["splits"].items():

@@ -72,3 +72,11 @@ def test_a_duplicate_lexicon_line_is_named_with_both_lines(tiny_corpus, tiny_mfc
     proc = run_cli("prepare", "align", dict_dir, tiny_mfcc / "train", tmp_path / "ali", *QUICK)
     one_error(proc.stderr, 1, proc.returncode, str(dict_dir / "lexicon.txt"),
                f"line {len(lines) + 2}", "repeats line 1")
+
+
+def test_an_output_path_kaldiio_cannot_write_is_refused_before_anything_is_written(
+        tiny_corpus, tiny_mfcc, tmp_path, run_cli, one_error) -> None:
+    out = tmp_path / "a,b"
+    proc = run_cli("prepare", "align", tiny_corpus / "dict", tiny_mfcc / "train", out, *QUICK)
+    one_error(proc.stderr, 1, proc.returncode, "cannot hold Kaldi tables", "a,b")
+    assert not out.exists() and not (tmp_path / "a").exists()
