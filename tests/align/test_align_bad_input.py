@@ -80,3 +80,21 @@ def test_an_output_path_kaldiio_cannot_write_is_refused_before_anything_is_writt
     proc = run_cli("prepare", "align", tiny_corpus / "dict", tiny_mfcc / "train", out, *QUICK)
     one_error(proc.stderr, 1, proc.returncode, "cannot hold Kaldi tables", "a,b")
     assert not out.exists() and not (tmp_path / "a").exists()
+
+
+def test_audio_too_short_for_its_phones_is_counted_and_listed(tiny_corpus, tiny_mfcc, tmp_path,
+                                                             run_cli) -> None:
+    import kaldiio
+
+    data = copy_data(tiny_mfcc / "train", tmp_path / "train")
+    lines = (data / "feats.scp").read_text().splitlines()
+    utt, spec = lines[1].split(maxsplit=1)
+    short = tmp_path / "short.ark"
+    kaldiio.save_ark(str(short), {utt: kaldiio.load_mat(spec)[:5]})   # 5 frames for a sentence
+    lines[1] = f"{utt} {short}:{len(utt) + 1}"
+    (data / "feats.scp").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "ali"
+    proc = run_cli("prepare", "align", tiny_corpus / "dict", data, out, *QUICK, "--max-lost", "1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"{utt} too short for its phones" in (out / "train" / "failed.txt").read_text()
+    assert "too short for its phones: 1" in proc.stderr
