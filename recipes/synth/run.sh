@@ -44,6 +44,7 @@ ali_mono_gauss=1000
 ali_leaves=1000
 ali_gauss=6000
 ali_iters=15
+ali_max_lost=0.05
 # fMLLR features for the network: global (prepare fmllr: a global GMM, no transcripts) or sat
 # (prepare align's SAT model; needs alignments=learned)
 fmllr_source=global
@@ -134,7 +135,7 @@ if want_stage 2 && [ "$alignments" = learned ]; then
     asrtrain prepare align "$corpus/dict" "$data/mfcc/train" "$ali_dir" \
       --split dev="$data/mfcc/dev" --split test="$data/mfcc/test" --phones "$corpus/phones.txt" \
       --reference "$corpus" --stages "$ali_stages" --mono-gauss "$ali_mono_gauss" \
-      --leaves "$ali_leaves" --gauss "$ali_gauss" --iters "$ali_iters"
+      --leaves "$ali_leaves" --gauss "$ali_gauss" --iters "$ali_iters" --max-lost "$ali_max_lost"
 fi
 
 if want_stage 2; then

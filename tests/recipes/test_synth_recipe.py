@@ -85,7 +85,9 @@ def test_synth_recipe_on_learned_alignments(tmp_path: Path) -> None:
     conf = script.parent / "conf" / "tiny.conf"
     # six minutes of speech: a minute is too little for a flat start
     conf.write_text(conf.read_text() + "hours=0.1\nspeakers=8\nali_mono_gauss=300\n"
-                    "ali_leaves=150\nali_gauss=600\nali_iters=6\n")
+                    "ali_leaves=150\nali_gauss=600\nali_iters=6\n"
+                    # an unseen test voice may lose an utterance of 12 to so little training
+                    "ali_max_lost=0.2\n")
     out = run(script, "--alignments", "learned")
     root = script.parent
     report = json.loads((root / "exp" / "ali" / "report.json").read_text())
