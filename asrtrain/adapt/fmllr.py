@@ -129,7 +129,7 @@ def update(w: torch.Tensor, stats: FmllrStats, kind: str, passes: int = 10) -> t
             else:
                 idx = torch.tensor([i, d])
                 sub = best_row(stats.g[i][idx][:, idx], stats.k[i][idx],
-                                torch.tensor([1.0, 0.0], dtype=torch.float64), stats.beta)
+                               torch.tensor([1.0, 0.0], dtype=torch.float64), stats.beta)
                 w[i, i], w[i, d] = sub[0], sub[1]
     return w
 

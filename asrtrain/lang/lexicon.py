@@ -98,8 +98,9 @@ def read_dict_dir(dict_dir: Path, phones_txt: Path | None = None) -> Lexicon:
         if word in (EPS, BOS, EOS) or word.startswith("#"):
             raise InputError(f"line {n}: {word!r} is a reserved symbol", path)
         if (word, pron) in seen:
-            raise InputError(f"line {n}: {word} {' '.join(pron)!r} repeats line "
-                             f"{seen[(word, pron)]} (duplicate pronunciation)", path)
+            entry = " ".join((word, *pron))
+            raise InputError(f"line {n}: {entry!r} repeats line {seen[(word, pron)]} "
+                             "(duplicate pronunciation)", path)
         seen[(word, pron)] = n
         prons.append((word, pron))
     if not prons:
