@@ -1,5 +1,6 @@
-"""Feature I/O shared by the i-vector and fMLLR commands: a data dir's feats.scp,
-one checked matrix at a time, speakers, and ark/scp output that appears only complete."""
+"""Kaldi table I/O shared by the i-vector, fMLLR, alignment and lang commands: a data dir's
+feats.scp, one checked matrix at a time, speakers, ark/scp output (matrices or integer
+vectors) that appears only complete, and a data dir's tables copied beside new features."""
 
 from __future__ import annotations
 
@@ -65,3 +66,31 @@ def write_matrices(scp: Path, items: Iterable[tuple[str, np.ndarray]]) -> int:
                 writer(key, np.ascontiguousarray(value, dtype=np.float32))
                 count += 1
     return count
+
+
+def write_int_vectors(prefix: Path, items: Iterable[tuple[str, np.ndarray]]) -> int:
+    """``prefix.ark`` + ``prefix.scp`` of int32 vectors (alignments), both written under
+    temporary names and renamed complete; the scp names the final ark. Returns the count."""
+    import kaldiio
+
+    ark, scp = prefix.with_suffix(".ark"), prefix.with_suffix(".scp")
+    count = 0
+    with atomic_path(ark) as tmp_ark, atomic_path(scp) as tmp_scp:
+        with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
+            for key, vec in items:
+                writer(key, np.asarray(vec, dtype=np.int32))
+                count += 1
+        text = Path(tmp_scp).read_text(encoding="utf-8").replace(str(tmp_ark),
+                                                                  str(ark.resolve()))
+        Path(tmp_scp).write_text(text, encoding="utf-8")
+    return count
+
+
+def copy_tables(src: Path, out: Path, names: Iterable[str]) -> None:
+    """Copy the data-dir tables ``names`` that ``src`` has into ``out``, each atomically."""
+    import shutil
+
+    for name in names:
+        if (Path(src) / name).is_file():
+            with atomic_path(Path(out) / name) as tmp:
+                shutil.copyfile(Path(src) / name, tmp)

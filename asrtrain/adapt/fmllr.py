@@ -411,12 +411,9 @@ def _read_summary(path: Path) -> dict:
 
 def _write_features(src: _Source, data: Path, out: Path) -> None:
     """Adapted features of every utterance (its speaker's transform) and the data-dir files."""
-    import shutil
-
     import kaldiio
 
-    from asrtrain.adapt.featio import write_matrices
-    from asrtrain.core.atomic import atomic_path
+    from asrtrain.adapt.featio import copy_tables, write_matrices
     from asrtrain.core.progress import track
 
     trans = kaldiio.load_scp(str(out / "trans.scp"))
@@ -428,8 +425,5 @@ def _write_features(src: _Source, data: Path, out: Path) -> None:
             yield utt, apply_transform(w, src.projected(utt)).numpy()
 
     count = write_matrices(out / "feats.scp", adapted())
-    for name in COPIED:
-        if (data / name).is_file():
-            with atomic_path(out / name) as tmp:
-                shutil.copyfile(data / name, tmp)
+    copy_tables(data, out, COPIED)
     log.info("wrote %d fMLLR-adapted utterances to %s", count, out / "feats.scp")

@@ -33,8 +33,8 @@ class Alignment:
     phone: np.ndarray
     state: np.ndarray
     starts: np.ndarray      # first frame of every phone (two equal phones stay two)
-    cost: float
-    retried: bool = False
+    retried: bool = False   # found at the retry beam (or the last one)
+    last: bool = False      # found only at the last beam
 
     def segments(self) -> list[tuple[int, int, int]]:
         """``(phone, start, frames)`` per phone."""
@@ -44,9 +44,9 @@ class Alignment:
 
 
 def decode_labels(graph: HmmGraph, scores: np.ndarray, beam: float, min_active: int = 20
-                  ) -> tuple[np.ndarray, float] | None:
-    """Best path labels (0-based graph states per frame) and cost, or None if no path
-    reaches the end within ``beam``."""
+                  ) -> np.ndarray | None:
+    """Best path labels (0-based graph states per frame), or None if no path reaches the
+    end within ``beam``."""
     import kaldi_decoder
     import kaldifst
 
@@ -58,38 +58,44 @@ def decode_labels(graph: HmmGraph, scores: np.ndarray, beam: float, min_active: 
     ok, lattice = decoder.get_best_path(use_final_probs=True)
     if not ok:
         return None
-    linear, ilabels, _, weight = kaldifst.get_linear_symbol_sequence(lattice)
+    linear, ilabels, _, _ = kaldifst.get_linear_symbol_sequence(lattice)
     labels = np.asarray(ilabels, dtype=np.int64) - 1
     if not linear or len(labels) != scores.shape[0]:
         return None
-    return labels, float(weight.value1 + weight.value2)
+    return labels
 
 
 def align(graph: HmmGraph, dag: PhoneDag, loglikes: np.ndarray, acwt: float = ACWT,
-          beam: float = BEAM, retry_beam: float = RETRY_BEAM, min_active: int = 20
-          ) -> Alignment | None:
+          beam: float = BEAM, retry_beam: float = RETRY_BEAM, min_active: int = 20,
+          last_beam: float = 0.0) -> Alignment | None:
     """Align frames whose pdf log-likelihoods are ``loglikes[T, graph pdfs]`` (columns in
-    the order of ``np.unique(graph.pdf)``); None if even ``retry_beam`` finds no path.
+    the order of ``np.unique(graph.pdf)``); the beams are tried in turn (``beam``, then
+    ``retry_beam``, then ``last_beam`` where it is wider); None if none finds a path.
     ``min_active`` tokens survive whatever the beam (FasterDecoder's default, 20)."""
     if loglikes.shape[0] < graph.min_frames:
         return None
     pdfs = np.unique(graph.pdf)
     column = np.searchsorted(pdfs, graph.pdf)
     scores = acwt * loglikes[:, column]
-    got = decode_labels(graph, scores, beam, min_active)
-    retried = False
-    if got is None and retry_beam > beam:
-        got, retried = decode_labels(graph, scores, retry_beam, min_active), True
-    if got is None:
+    tries = [beam]
+    for wider in (retry_beam, last_beam):
+        if wider > tries[-1]:
+            tries.append(wider)
+    labels = None
+    for width in tries:
+        labels = decode_labels(graph, scores, width, min_active)
+        if labels is not None:
+            break
+    if labels is None:
         return None
-    labels, cost = got
     occ = graph.occurrence[labels]
     inst = graph.instance[labels]
     state = graph.state[labels]
     new_phone = np.concatenate([[True], (inst[1:] != inst[:-1]) | (state[1:] < state[:-1])])
     phones = np.asarray(dag.phones, dtype=np.int64)[occ]
     return Alignment(pdf=graph.pdf[labels], phone=phones, state=state,
-                     starts=np.flatnonzero(new_phone), cost=cost, retried=retried)
+                     starts=np.flatnonzero(new_phone), retried=width > beam,
+                     last=width > beam and width == last_beam > retry_beam)
 
 
 def equal_alignment(graph_pdfs: list[tuple[int, int, int]], frames: int) -> Alignment | None:
@@ -103,4 +109,4 @@ def equal_alignment(graph_pdfs: list[tuple[int, int, int]], frames: int) -> Alig
     state = table[which, 2]
     phone_change = np.concatenate([[True], (which[1:] != which[:-1]) & (state[1:] == 0)])
     return Alignment(pdf=table[which, 0], phone=table[which, 1], state=state,
-                     starts=np.flatnonzero(phone_change), cost=0.0)
+                     starts=np.flatnonzero(phone_change))

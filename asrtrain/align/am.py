@@ -117,21 +117,6 @@ class AcousticModel:
         mu, inv = self.means[p, :k], 1.0 / self.vars[p, :k]
         return self._gconst64()[p, :k] + x @ (mu * inv).T - 0.5 * (x * x) @ inv.T
 
-    def frame_posteriors(self, x: torch.Tensor, pdf: torch.Tensor
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
-        """For frames [N, D] each aligned to ``pdf[N]``: posteriors [N, K] over its
-        components (zero on unused slots) and the frames' log-likelihoods [N], float64.
-        Frames are taken pdf by pdf, so each pdf is two matrix products."""
-        x64 = x.to(torch.float64)
-        post = torch.zeros(x.shape[0], self.means.shape[1], dtype=torch.float64)
-        total = torch.zeros(x.shape[0], dtype=torch.float64)
-        for p, idx in by_pdf(pdf):
-            comp = self.component_loglikes(p, x64[idx])
-            ll = torch.logsumexp(comp, dim=1)
-            post[idx, :comp.shape[1]] = torch.exp(comp - ll[:, None])
-            total[idx] = ll
-        return post, total
-
     # --- statistics ---
     def zero_stats(self) -> GmmStats:
         p, k, d = self.means.shape
@@ -221,12 +206,9 @@ class AcousticModel:
     def from_state(cls, state: dict[str, torch.Tensor]) -> AcousticModel:
         return cls(state["means"], state["vars"], state["logw"])
 
-    def pick(self, pdf_map: np.ndarray) -> AcousticModel:
-        """A model whose pdf i is this model's ``pdf_map[i]`` (a monophone model copied to
-        the triphones that share its phone and state)."""
-        idx = torch.as_tensor(pdf_map, dtype=torch.long)
-        return AcousticModel(self.means[idx].clone(), self.vars[idx].clone(),
-                             self.logw[idx].clone())
+    def copy(self) -> AcousticModel:
+        """An independent copy (a rung trains on while the one before keeps its model)."""
+        return AcousticModel(self.means.clone(), self.vars.clone(), self.logw.clone())
 
 
 def by_pdf(pdf: torch.Tensor):

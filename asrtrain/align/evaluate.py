@@ -73,27 +73,17 @@ def add_utterance(acc: Agreement, hyp: list[tuple[int, float, float]],
 
 
 def matched_pairs(hyp: list[int], ref: list[int]) -> list[tuple[int, int]]:
-    """Index pairs of equal symbols on a minimum edit-distance alignment."""
-    m, n = len(hyp), len(ref)
-    cost = np.zeros((m + 1, n + 1), dtype=np.int32)
-    cost[:, 0] = np.arange(m + 1)
-    cost[0, :] = np.arange(n + 1)
-    for i in range(1, m + 1):
-        for j in range(1, n + 1):
-            cost[i, j] = min(cost[i - 1, j] + 1, cost[i, j - 1] + 1,
-                             cost[i - 1, j - 1] + (hyp[i - 1] != ref[j - 1]))
-    pairs = []
-    i, j = m, n
-    while i > 0 and j > 0:
-        if cost[i, j] == cost[i - 1, j - 1] + (hyp[i - 1] != ref[j - 1]):
-            if hyp[i - 1] == ref[j - 1]:
-                pairs.append((i - 1, j - 1))
-            i, j = i - 1, j - 1
-        elif cost[i, j] == cost[i - 1, j] + 1:
-            i -= 1
-        else:
-            j -= 1
-    return pairs[::-1]
+    """Index pairs of equal symbols on a minimum edit-distance alignment (kaldialign's,
+    which ``score`` uses for words)."""
+    import kaldialign
+
+    pairs, i, j = [], 0, 0
+    for r, h in kaldialign.align(ref, hyp, -1):
+        if r != -1 and h != -1 and r == h:
+            pairs.append((i, j))
+        i += h != -1
+        j += r != -1
+    return pairs
 
 
 def segments_from_frames(phones: np.ndarray, starts: np.ndarray) -> list[tuple[int, float, float]]:

@@ -20,8 +20,6 @@ from typing import Protocol
 
 import numpy as np
 
-from asrtrain.core.errors import InputError
-
 #: Probability of the optional silence at a word junction and at either end (Kaldi's 0.5).
 SIL_PROB = 0.5
 START, END = -1, -2
@@ -201,14 +199,3 @@ def _min_phones(dag: PhoneDag, pdfs: PdfMap) -> int:
             best[b] = min(best[b], base + pdfs.num_states(dag.phones[b]))
     return int(end)
 
-
-def lookup_prons(words: list[str], lexicon: dict[str, list[tuple[int, ...]]], utt: str,
-                 source: object) -> list[list[tuple[int, ...]]]:
-    """Each word's pronunciations; a word without one is an InputError (map OOVs first)."""
-    out = []
-    for w in words:
-        prons = lexicon.get(w)
-        if not prons:
-            raise InputError(f"utterance {utt}: word {w!r} is not in the lexicon", str(source))
-        out.append(prons)
-    return out

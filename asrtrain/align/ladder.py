@@ -84,6 +84,7 @@ def train_mono(utts: Utterances, dags: dict, phones: list[int], sil: int, cfg: L
     pdfs = MonoPdfs(phones)
     mean, var = global_stats(list(corpus.feats.values()))
     model = AcousticModel.flat(pdfs.num_pdfs, mean, var)
+    floor = VAR_FLOOR_RATIO * var
     trans = Transitions.initial(phones)
     for utt, dag in dags.items():
         seq = dag.first_path
@@ -95,7 +96,6 @@ def train_mono(utts: Utterances, dags: dict, phones: list[int], sil: int, cfg: L
             corpus.alignments[utt] = ali
     log.info("mono: %d pdfs, equal alignment of %d utterances", pdfs.num_pdfs,
              len(corpus.alignments))
-    floor = var_floor(corpus.feats)
     stats, _, _ = accumulate(model, corpus)  # iteration 0: the equal alignments' statistics
     model.update(stats, floor)
     model = train_stage(cfg.spec("mono"), corpus, model, pdfs, trans, cfg.beams, failures,
@@ -133,7 +133,7 @@ def phone_items(corpus: Corpus) -> list[tuple[np.ndarray, list[int]]]:
     return [(a.phone, a.starts.tolist()) for a in corpus.alignments.values()]
 
 
-def train_tri(utts: Utterances, prev: Rung, corpus: Corpus, phones: list[int], sil: int,
+def train_tri(prev: Rung, corpus: Corpus, phones: list[int], sil: int,
               cfg: LadderConfig, failures: Failures) -> tuple[Rung, Corpus]:
     """Triphones on asrtrain's tree, from the monophone alignments."""
     from asrtrain.lang.hmm import estimate_topology
@@ -232,7 +232,7 @@ def train_sat(utts: Utterances, prev: Rung, corpus: Corpus, cfg: LadderConfig,
     """Speaker-adaptive training: per-speaker fMLLR against the model, re-estimated at
     set iterations, the model trained on the adapted features."""
     front = FrontEnd(deltas=False, context=prev.front.context, lda=prev.front.lda)
-    model = prev.model.pick(np.arange(prev.pdfs.num_pdfs))
+    model = prev.model.copy()
     floor = var_floor(corpus.feats)
 
     def fmllr(it: int, model: AcousticModel, corpus: Corpus) -> None:

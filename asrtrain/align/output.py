@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
+from asrtrain.adapt.featio import write_int_vectors
 from asrtrain.align.aligner import Alignment
 from asrtrain.align.evaluate import FRAME_SHIFT, OFFSET
-from asrtrain.core.atomic import atomic_path, write_text
+from asrtrain.core.atomic import write_text
 
 
 def check_out_path(out: Path) -> None:
@@ -27,20 +26,6 @@ def check_out_path(out: Path) -> None:
     if any(c in str(Path(out).resolve()) for c in ",:"):
         raise InputError("an output path with ',' or ':' cannot hold Kaldi tables "
                          "(ark,scp:A,B specifiers); choose another", out)
-
-
-def write_int_table(prefix: Path, rows: dict[str, np.ndarray]) -> None:
-    """``prefix.ark`` + ``prefix.scp`` of int32 vectors; the scp appears complete or not at all."""
-    import kaldiio
-
-    ark, scp = prefix.with_suffix(".ark"), prefix.with_suffix(".scp")
-    with atomic_path(ark) as tmp_ark, atomic_path(scp) as tmp_scp:
-        with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
-            for utt, vec in rows.items():
-                writer(utt, np.asarray(vec, dtype=np.int32))
-        text = Path(tmp_scp).read_text(encoding="utf-8").replace(str(tmp_ark),
-                                                                  str(ark.resolve()))
-        Path(tmp_scp).write_text(text, encoding="utf-8")
 
 
 def ctm_text(alignments: dict[str, Alignment], names: dict[int, str]) -> str:
@@ -65,5 +50,5 @@ def write_split(out: Path, split: str, alignments: dict[str, Alignment],
     write_text(d / "text", "".join(f"{u} {' '.join(text[u])}\n" for u in utts))
     write_text(d / "phone.ctm", ctm_text({u: alignments[u] for u in utts}, names))
     write_text(d / "failed.txt", "".join(f"{u} {r}\n" for u, r in sorted(failed.items())))
-    write_int_table(d / "state", {u: alignments[u].state for u in utts})
-    write_int_table(d / "ali", {u: alignments[u].phone for u in utts})
+    write_int_vectors(d / "state", ((u, alignments[u].state) for u in utts))
+    write_int_vectors(d / "ali", ((u, alignments[u].phone) for u in utts))

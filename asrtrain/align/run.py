@@ -56,10 +56,10 @@ class Split:
     failures: Failures
 
 
-def load_split(name: str, data: Path, lex: Lexicon, oov: str | None) -> Split:
+def load_split(name: str, data: Path, lex: Lexicon, prons: dict[str, list[tuple[int, ...]]],
+               oov: str | None) -> Split:
     """Features, transcripts with OOVs handled, DAGs; empty or missing transcripts failed."""
     utts = load_utterances(data)
-    prons = pron_table(lex)
     text, _ = map_oovs(utts.text, prons, oov, data / "text")
     failures = Failures()
     for utt in utts.missing_text:
@@ -93,7 +93,8 @@ def _prepare_align(job: AlignJob) -> dict[str, Any]:
     names = {i: p for p, i in lex.phones.items()}
     phones = sorted(lex.phones.values())
     sil = lex.phones[lex.silence]
-    splits = {name: load_split(name, d, lex, job.oov) for name, d in job.splits.items()}
+    prons = pron_table(lex)
+    splits = {name: load_split(name, d, lex, prons, job.oov) for name, d in job.splits.items()}
     train = next(iter(splits.values()))
     report: dict[str, Any] = {"stages": {}, "splits": {}}
     ref = _reference(job.reference, lex) if job.reference else None
@@ -159,7 +160,7 @@ def _climb(stage: str, train: Split, rungs: list[Rung], corpus: Corpus, phones: 
     if not rungs:
         raise InputError(f"stage {stage!r} needs the stages before it (mono first)")
     if stage == "tri":
-        return ladder.train_tri(train.utts, rungs[-1], corpus, phones, sil, cfg, train.failures)
+        return ladder.train_tri(rungs[-1], corpus, phones, sil, cfg, train.failures)
     if stage == "lda":
         return ladder.train_lda(train.utts, rungs[-1], corpus, cfg, train.failures)
     if stage == "sat":

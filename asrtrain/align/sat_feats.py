@@ -13,21 +13,18 @@ is its transcript-free, graph-free stand-in, and dev speakers are treated as tes
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from asrtrain.adapt.featio import write_matrices
-from asrtrain.adapt.fmllr import estimate
+from asrtrain.adapt.featio import copy_tables, write_matrices
+from asrtrain.adapt.fmllr import COPIED, estimate
 from asrtrain.adapt.gmm import DiagGMM
 from asrtrain.align.am import AcousticModel
 from asrtrain.align.feats import FrontEnd, Utterances
 
 log = logging.getLogger("asrtrain.align")
-#: Data-dir tables copied beside the features, so OUT/fmllr/<split> is a data dir.
-COPIED = ("text", "utt2spk", "spk2utt", "wav.scp", "utt2dur", "spk2gender", "utt2num_frames")
 
 
 def model_mixture(model: AcousticModel, pdf_frames: np.ndarray) -> DiagGMM:
@@ -58,8 +55,6 @@ def held_out_transforms(mixture: DiagGMM, utts: Utterances, front: FrontEnd
 def write_split(out: Path, utts: Utterances, front: FrontEnd) -> int:
     """``out/feats.scp`` of the adapted features and the data dir's tables."""
     out.mkdir(parents=True, exist_ok=True)
-    for name in COPIED:
-        if (utts.data / name).is_file():
-            shutil.copy(utts.data / name, out / name)
+    copy_tables(utts.data, out, COPIED)
     items = ((u, front.apply(m, utts.utt2spk[u])) for u, m in utts.feats.items())
     return write_matrices(out / "feats.scp", items)

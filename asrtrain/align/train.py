@@ -77,11 +77,9 @@ def realign(corpus: Corpus, model: AcousticModel, pdfs: MonoPdfs | TreePdfs,
             if x.shape[0] < graph.min_frames:
                 failures.add(utt, "too short for its phones")
             else:
-                ll = model.loglikes(x, np.unique(graph.pdf))
-                got = align(graph, dag, ll, beams.acwt, beams.beam, beams.retry_beam)
-                if got is None and not keep_previous and beams.last_beam > beams.retry_beam:
-                    got = align(graph, dag, ll, beams.acwt, beams.last_beam, beams.last_beam)
-                    last += got is not None
+                got = align(graph, dag, model.loglikes(x, np.unique(graph.pdf)), beams.acwt,
+                            beams.beam, beams.retry_beam,
+                            last_beam=0.0 if keep_previous else beams.last_beam)
                 if got is None and keep_previous and utt in corpus.alignments:
                     out[utt] = corpus.alignments[utt]
                     kept += 1
@@ -90,6 +88,7 @@ def realign(corpus: Corpus, model: AcousticModel, pdfs: MonoPdfs | TreePdfs,
                 else:
                     failures.reasons.pop(utt, None)
                     retried += got.retried
+                    last += got.last
                     out[utt] = got
             bar.advance()
     log.info("%s: %d aligned, %d at the retry beam %g, %d at the last beam %g, %d kept their "

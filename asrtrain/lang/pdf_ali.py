@@ -78,19 +78,9 @@ def read_alignments(scp: Path) -> Iterator[tuple[str, np.ndarray]]:
 
 def write_pdf_alignments(ali_dir: Path, split: str, tree: ContextTree, out_prefix: Path) -> int:
     """Write ``out_prefix.ark``/``.scp`` with the pdf alignment of every utterance."""
-    import kaldiio
+    from asrtrain.adapt.featio import write_int_vectors
 
-    from asrtrain.core.atomic import atomic_path
-
-    ark, scp = out_prefix.with_suffix(".ark"), out_prefix.with_suffix(".scp")
-    n = 0
-    with atomic_path(ark) as tmp_ark, atomic_path(scp) as tmp_scp:
-        with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
-            for utt, ali, cuts in read_split(ali_dir, split):
-                writer(utt, phone_to_pdf(ali, tree, utt, cuts))
-                n += 1
-        # the scp names the temporary ark: point it at the final name
-        text = Path(tmp_scp).read_text(encoding="utf-8").replace(str(tmp_ark), str(ark.resolve()))
-        Path(tmp_scp).write_text(text, encoding="utf-8")
-    log.info("%s: %d pdf alignments", scp, n)
+    n = write_int_vectors(out_prefix, ((utt, phone_to_pdf(ali, tree, utt, cuts))
+                                       for utt, ali, cuts in read_split(ali_dir, split)))
+    log.info("%s: %d pdf alignments", out_prefix.with_suffix(".scp"), n)
     return n

@@ -143,15 +143,19 @@ if want_stage 2; then
   done_or_run ivectors-train "$exp/ivectors/train" \
     asrtrain prepare ivectors "$data/mfcc/train" "$exp/ivectors/train" --ubm-components "$ubm_components" \
       --dim "$ivector_dim" --period "$ivector_period" --online --iters "$ivector_iters"
-  done_or_run fmllr-train "$fmllr/train" \
-    asrtrain prepare fmllr "$data/mfcc/train" "$fmllr/train" --ali "$ali_dir/train/ali.scp" \
-      --gmm-components "$fmllr_gmm_components"
+  if [ "$fmllr_source" = global ]; then  # (sat: prepare align wrote them)
+    done_or_run fmllr-train "$fmllr/train" \
+      asrtrain prepare fmllr "$data/mfcc/train" "$fmllr/train" --ali "$ali_dir/train/ali.scp" \
+        --gmm-components "$fmllr_gmm_components"
+  fi
   for split in dev test; do
     done_or_run "ivectors-$split" "$exp/ivectors/$split" \
       asrtrain prepare ivectors "$data/mfcc/$split" "$exp/ivectors/$split" \
         --extractor "$exp/ivectors/train/extractor" --period "$ivector_period" --online
-    done_or_run "fmllr-$split" "$fmllr/$split" \
-      asrtrain prepare fmllr "$data/mfcc/$split" "$fmllr/$split" --model "$fmllr/train"
+    if [ "$fmllr_source" = global ]; then
+      done_or_run "fmllr-$split" "$fmllr/$split" \
+        asrtrain prepare fmllr "$data/mfcc/$split" "$fmllr/$split" --model "$fmllr/train"
+    fi
   done
 fi
 

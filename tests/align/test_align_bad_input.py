@@ -70,8 +70,9 @@ def test_a_duplicate_lexicon_line_is_named_with_both_lines(tiny_corpus, tiny_mfc
     lines = (dict_dir / "lexicon.txt").read_text().splitlines()
     (dict_dir / "lexicon.txt").write_text("\n".join([lines[0], "", *lines[1:], lines[0]]) + "\n")
     proc = run_cli("prepare", "align", dict_dir, tiny_mfcc / "train", tmp_path / "ali", *QUICK)
-    one_error(proc.stderr, 1, proc.returncode, str(dict_dir / "lexicon.txt"),
-               f"line {len(lines) + 2}", "repeats line 1")
+    line = one_error(proc.stderr, 1, proc.returncode, str(dict_dir / "lexicon.txt"))
+    assert f"line {len(lines) + 2}: {lines[0].strip()!r} repeats line 1" in line, line
+    assert not (tmp_path / "ali" / "train").exists()
 
 
 def test_an_output_path_kaldiio_cannot_write_is_refused_before_anything_is_written(

@@ -71,3 +71,11 @@ def test_equal_alignment_shares_frames_evenly() -> None:
     assert ali.pdf.tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
     assert ali.starts.tolist() == [0, 6]
     assert equal_alignment([(0, 1, 0)] * 6, 5) is None
+
+
+def test_matched_pairs_are_the_equal_symbols_of_an_edit_distance_alignment() -> None:
+    from asrtrain.align.evaluate import matched_pairs
+
+    # hyp 1 3 4 5 against ref 1 2 3 4: ref's 2 deleted, hyp's 5 inserted
+    assert matched_pairs([1, 3, 4, 5], [1, 2, 3, 4]) == [(0, 0), (1, 2), (2, 3)]
+    assert matched_pairs([], [1, 2]) == []
