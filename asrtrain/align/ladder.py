@@ -25,6 +25,7 @@ from asrtrain.align.am import AcousticModel, global_stats
 from asrtrain.align.feats import FrontEnd, Utterances
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs, context_pdfs
 from asrtrain.align.train import Beams, Corpus, Failures, StageSpec, accumulate, train_stage
+from asrtrain.lang.hmm import FrameAlignment
 
 log = logging.getLogger("asrtrain.align")
 
@@ -128,9 +129,10 @@ def train_mono_subset(utts: Utterances, corpus: Corpus, phones: list[int], sil: 
     return rung, full
 
 
-def phone_items(corpus: Corpus) -> list[tuple[np.ndarray, list[int]]]:
-    """The alignments as the tree wants them: phone per frame and phone starts."""
-    return [(a.phone, a.starts.tolist()) for a in corpus.alignments.values()]
+def phone_items(corpus: Corpus) -> list[FrameAlignment]:
+    """The alignments as the tree wants them: phone and HMM state per frame, phone starts."""
+    return [FrameAlignment(a.phone, a.starts.tolist(), a.state, u)
+            for u, a in corpus.alignments.items()]
 
 
 def train_tri(prev: Rung, corpus: Corpus, phones: list[int], sil: int,

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from asrtrain.cli.options import config_option, resolved_params
+from asrtrain.lang.pdf_ali import TARGETS
 
 
 @click.command()
@@ -27,14 +28,20 @@ from asrtrain.cli.options import config_option, resolved_params
 @click.option("--pron-min-count", type=click.IntRange(0), default=1, show_default=True,
               help="Add in-context pronunciations seen this often in the training alignments "
                    "to the lexicon (0: the dict's pronunciations only).")
+@click.option("--targets", type=click.Choice(TARGETS), default="auto", show_default=True,
+              help="HMM states of the tree and the training targets: the aligner's "
+                   "(state.scp, written by prepare align), or each phone split evenly "
+                   "(phone-only alignments such as the synthesizer's); auto: the aligner's "
+                   "where a split has them.")
 @click.pass_context
 def lang(ctx: click.Context, dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order: int,
-         num_pdfs: int, min_count: str, states: int, pron_min_count: int,
+         num_pdfs: int, min_count: str, states: int, pron_min_count: int, targets: str,
          config: str | None) -> None:
     """Build the lang directory and the decoding graph OUT/graph/HCLG.fst.
 
     DICT_DIR is a Kaldi dict dir (lexicon.txt, silence/nonsilence phones), LM_TEXT one
-    sentence per line, ALI_DIR the corpus dir (phones.txt, {train,dev,test}/ali.scp).
+    sentence per line, ALI_DIR the corpus dir (phones.txt, {train,dev,test}/ali.scp, and
+    state.scp where the aligner wrote HMM states).
     Writes phones.txt, words.txt, L.fst, L_disambig.fst, lm.arpa (interpolated modified
     Kneser-Ney), G.fst, tree, num_pdfs, pdf_ali/{split}.scp (the archive's targets) and
     graph/ (HCLG with input labels pdf+1).
@@ -45,7 +52,7 @@ def lang(ctx: click.Context, dict_dir: Path, lm_text: Path, ali_dir: Path, out: 
     with command_run("prepare-lang", out, resolved_params(ctx)):
         figures = prepare_lang(dict_dir, lm_text, ali_dir, out, order=order, num_pdfs=num_pdfs,
                                min_count=min_count, states=states,
-                               pron_min_count=pron_min_count)
+                               pron_min_count=pron_min_count, targets=targets)
     hclg = figures["sizes"]["HCLG"]
     ppl = figures.get("dev_perplexity")
     click.echo(f"{out}: {figures['words']} words ({figures.get('pron_variants', 0)} learned "

@@ -1,11 +1,13 @@
-"""HMM topology and transition probabilities, estimated from phone alignments.
+"""HMM topology and transition probabilities, estimated from frame alignments.
 
 Each phone is a left-to-right HMM (3 states by default; silence has its own entry and
-its own probabilities). A phone is split uniformly into its states, frame t of an
-n-frame segment going to state ⌊t·S/n⌋, so a segment shorter than S frames visits only
-the first states and leaves early: besides the self-loop and the step to the next state,
-every state may exit the phone. The probabilities are counts of those moves in the
-training alignments plus small pseudo-counts, so unseen phones still have a usable HMM.
+its own probabilities). Where the aligner knew each frame's HMM state (an HMM-GMM
+aligner does: ``prepare align`` writes ``state.scp``), the states are those; a phone-only
+alignment (the synthesizer's) is split uniformly, frame t of an n-frame segment going to
+state ⌊t·S/n⌋, so a segment shorter than S frames visits only the first states and
+leaves early: besides the self-loop and the step to the next state, every state may exit
+the phone. The probabilities are counts of those moves in the training alignments plus
+small pseudo-counts, so unseen phones still have a usable HMM.
 """
 
 from __future__ import annotations
@@ -17,11 +19,45 @@ from typing import Union
 
 import numpy as np
 
+from asrtrain.core.errors import InputError
+
 # pseudo-counts added to the counted moves: self-loop, next state, early exit, last exit
 PRIOR = {"self": 1.0, "next": 1.0, "early_exit": 0.05, "exit": 1.0}
 
 
-Alignment = Union[np.ndarray, tuple[np.ndarray, Sequence[int]]]  # noqa: UP007 (an alias)
+@dataclass(frozen=True)
+class FrameAlignment:
+    """One utterance: a phone per frame, where phones start (a CTM's cuts: two equal
+    phones in a row stay two) and, where the aligner knew them, the HMM state per frame."""
+
+    phones: np.ndarray
+    cuts: Sequence[int] = ()
+    states: np.ndarray | None = None
+    utt: str = "?"
+
+    def segments(self) -> list[tuple[int, int, int]]:
+        """``(phone, start, length)``; with states, a phone also starts where the state
+        index falls (``d d``: state 2 then state 0)."""
+        cuts = self.cuts
+        if self.states is not None:
+            resets = np.flatnonzero(np.diff(self.states) < 0) + 1
+            cuts = sorted(set(cuts) | set(resets.tolist()))
+        return segments(self.phones, cuts)
+
+    def segment_states(self, phone: int, start: int, n: int, num_states: int) -> np.ndarray:
+        """The HMM state of each frame of one phone segment: the aligner's, else the
+        uniform split."""
+        if self.states is None:
+            return state_split(n, num_states)
+        st = np.asarray(self.states[start:start + n])
+        if st.size and int(st.max()) >= num_states:
+            raise InputError(f"utterance {self.utt}: frame {start + int(np.argmax(st))} is in "
+                             f"HMM state {int(st.max())} of phone id {phone}, which has "
+                             f"{num_states} states in the topology (align and lang must agree)")
+        return st
+
+
+Alignment = Union[np.ndarray, tuple[np.ndarray, Sequence[int]], FrameAlignment]  # noqa: UP007
 
 
 def segments(ali: np.ndarray, cuts: Sequence[int] = ()) -> list[tuple[int, int, int]]:
@@ -41,9 +77,13 @@ def segments(ali: np.ndarray, cuts: Sequence[int] = ()) -> list[tuple[int, int, 
     return [(int(ali[s]), int(s), int(e - s)) for s, e in zip(starts, ends, strict=True)]
 
 
-def unpack(item: Alignment) -> tuple[np.ndarray, Sequence[int]]:
-    """``(frames, cuts)`` of an alignment given alone or with its CTM cuts."""
-    return item if isinstance(item, tuple) else (item, ())
+def as_frames(item: Alignment) -> FrameAlignment:
+    """An alignment given alone, with its CTM cuts, or whole, as a :class:`FrameAlignment`."""
+    if isinstance(item, FrameAlignment):
+        return item
+    if isinstance(item, tuple):
+        return FrameAlignment(np.asarray(item[0]), item[1])
+    return FrameAlignment(np.asarray(item))
 
 
 def state_split(n: int, num_states: int) -> np.ndarray:
@@ -82,14 +122,16 @@ class Topology:
 
 def count_moves(alignments: Iterable[Alignment], num_states: dict[int, int]
                 ) -> dict[int, np.ndarray]:
-    """Per phone a ``[S, S+1]`` matrix of counted moves under the uniform split."""
+    """Per phone a ``[S, S+1]`` matrix of counted moves (the aligner's states, or the
+    uniform split)."""
     counts = {p: np.zeros((s, s + 1)) for p, s in num_states.items()}
     for item in alignments:
-        for phone, _, n in segments(*unpack(item)):
+        ali = as_frames(item)
+        for phone, start, n in ali.segments():
             s_count = num_states.get(phone)
             if s_count is None:
                 continue
-            st = state_split(n, s_count)
+            st = ali.segment_states(phone, start, n, s_count)
             c = counts[phone]
             np.add.at(c, (st[:-1], st[1:]), 1.0)
             c[st[-1], s_count] += 1.0

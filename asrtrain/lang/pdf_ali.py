@@ -1,8 +1,9 @@
-"""Phone alignments → pdf alignments: the training targets of the archive.
+"""Frame alignments → pdf alignments: the training targets of the archive.
 
-Each phone segment is split uniformly into its HMM states (the same split the
-topology and the tree were estimated with) and each frame takes the pdf of its
-(left, phone, right, state).
+Each frame takes the pdf of its (left, phone, right, state). The states are the
+aligner's where it wrote them (``<split>/state.scp``, targets ``states``); a phone-only
+alignment (the synthesizer's, or targets ``even``) splits each phone uniformly into its
+states. The topology and the tree are estimated on the same states as the targets.
 """
 
 from __future__ import annotations
@@ -16,24 +17,31 @@ import numpy as np
 
 from asrtrain.core.errors import InputError
 from asrtrain.core.textio import read_lines
-from asrtrain.lang.hmm import segments, state_split
+from asrtrain.lang.hmm import Alignment, FrameAlignment, as_frames
 from asrtrain.lang.tree import ContextTree
 
 log = logging.getLogger("asrtrain.lang.pdf_ali")
 
+#: Where the HMM states of the targets come from: ``auto`` takes the aligner's states
+#: where a split has ``state.scp`` and splits evenly where not; ``states`` requires them;
+#: ``even`` ignores them (the split every phone-only alignment gets).
+TARGETS = ("auto", "states", "even")
 
-def phone_to_pdf(ali: np.ndarray, tree: ContextTree, utt: str = "?", cuts: Sequence[int] = ()
+
+def phone_to_pdf(item: Alignment, tree: ContextTree, utt: str = "?", cuts: Sequence[int] = ()
                  ) -> np.ndarray:
-    """The pdf id of every frame of one utterance's phone alignment."""
-    out = np.empty(len(ali), dtype=np.int32)
-    segs = segments(ali, cuts)
+    """The pdf id of every frame of one utterance's alignment."""
+    ali = as_frames((item, cuts) if cuts else item)
+    out = np.empty(len(ali.phones), dtype=np.int32)
+    segs = ali.segments()
     for i, (phone, start, n) in enumerate(segs):
         s_count = tree.topo.num_states.get(phone)
         if s_count is None:
-            raise InputError(f"utterance {utt}: phone id {phone} at frame {start} is not in the tree")
+            raise InputError(f"utterance {ali.utt if utt == '?' else utt}: phone id {phone} "
+                             f"at frame {start} is not in the tree")
         left = segs[i - 1][0] if i > 0 else 0
         right = segs[i + 1][0] if i + 1 < len(segs) else 0
-        states = state_split(n, s_count)
+        states = ali.segment_states(phone, start, n, s_count)
         table = [tree.pdf(left, phone, right, s) for s in range(s_count)]
         out[start:start + n] = np.asarray(table, dtype=np.int32)[states]
     return out
@@ -55,12 +63,31 @@ def read_ctm_cuts(ctm: Path, frame_shift: float = 0.01, centre: float = 0.0125
     return cuts
 
 
-def read_split(ali_dir: Path, split: str) -> Iterator[tuple[str, np.ndarray, list[int]]]:
-    """``(utt, phone ids, CTM cuts)`` of a corpus split (no cuts without phone.ctm)."""
-    ctm = Path(ali_dir) / split / "phone.ctm"
-    cuts = read_ctm_cuts(ctm) if ctm.exists() else {}
-    for utt, ali in read_alignments(Path(ali_dir) / split / "ali.scp"):
-        yield utt, ali, cuts.get(utt, [])
+def uses_states(ali_dir: Path, split: str, targets: str) -> bool:
+    """Whether a split's targets follow the aligner's states (``targets``: :data:`TARGETS`)."""
+    if targets not in TARGETS:
+        raise InputError(f"targets must be one of {', '.join(TARGETS)}, got {targets!r}")
+    scp = Path(ali_dir) / split / "state.scp"
+    if targets == "states" and not scp.exists():
+        raise InputError("targets 'states' need the aligner's HMM states; not found "
+                         "(phone-only alignments take targets 'even' or 'auto')", scp)
+    return targets != "even" and scp.exists()
+
+
+def read_split(ali_dir: Path, split: str, targets: str = "auto") -> Iterator[FrameAlignment]:
+    """The alignments of a corpus split in ali.scp's order: phones, CTM cuts (none without
+    phone.ctm) and, per :func:`uses_states`, the aligner's states."""
+    d = Path(ali_dir) / split
+    cuts = read_ctm_cuts(d / "phone.ctm") if (d / "phone.ctm").exists() else {}
+    states = dict(read_alignments(d / "state.scp")) if uses_states(ali_dir, split, targets) else None
+    for utt, ali in read_alignments(d / "ali.scp"):
+        st = None
+        if states is not None:
+            st = states.get(utt)
+            if st is None or len(st) != len(ali):
+                problem = "missing" if st is None else f"{len(st)} frames, ali.scp has {len(ali)}"
+                raise InputError(f"utterance {utt}: HMM states {problem}", d / "state.scp")
+        yield FrameAlignment(ali, cuts.get(utt, []), st, utt)
 
 
 def read_alignments(scp: Path) -> Iterator[tuple[str, np.ndarray]]:
@@ -76,11 +103,13 @@ def read_alignments(scp: Path) -> Iterator[tuple[str, np.ndarray]]:
         raise InputError(f"cannot read alignments: {exc}", scp) from None
 
 
-def write_pdf_alignments(ali_dir: Path, split: str, tree: ContextTree, out_prefix: Path) -> int:
+def write_pdf_alignments(ali_dir: Path, split: str, tree: ContextTree, out_prefix: Path,
+                         targets: str = "auto") -> int:
     """Write ``out_prefix.ark``/``.scp`` with the pdf alignment of every utterance."""
     from asrtrain.adapt.featio import write_int_vectors
 
-    n = write_int_vectors(out_prefix, ((utt, phone_to_pdf(ali, tree, utt, cuts))
-                                       for utt, ali, cuts in read_split(ali_dir, split)))
-    log.info("%s: %d pdf alignments", out_prefix.with_suffix(".scp"), n)
+    n = write_int_vectors(out_prefix, ((ali.utt, phone_to_pdf(ali, tree))
+                                       for ali in read_split(ali_dir, split, targets)))
+    log.info("%s: %d pdf alignments (%s)", out_prefix.with_suffix(".scp"), n,
+             "the aligner's HMM states" if uses_states(ali_dir, split, targets) else "even split")
     return n

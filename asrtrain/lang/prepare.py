@@ -31,7 +31,7 @@ from asrtrain.lang.lexicon import (
     write_symbols,
 )
 from asrtrain.lang.lm import estimate, parse_min_count, perplexity, write_arpa
-from asrtrain.lang.pdf_ali import read_split, write_pdf_alignments
+from asrtrain.lang.pdf_ali import read_split, uses_states, write_pdf_alignments
 from asrtrain.lang.tree import build_tree, pdf_table_text
 
 log = logging.getLogger("asrtrain.lang")
@@ -72,7 +72,7 @@ def map_oov(sentences: list[list[str]], vocab: set[str], what: Path) -> tuple[li
 
 def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order: int = 4,
                  num_pdfs: int = 2000, min_count: str | None = None, states: int = 3,
-                 pron_min_count: int = 1) -> dict:
+                 pron_min_count: int = 1, targets: str = "auto") -> dict:
     """Build the whole lang directory and the graph; returns the figures it logged."""
     t0 = time.time()
     parse_min_count(min_count, order)  # option errors before any work
@@ -82,7 +82,7 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
     train_scp = ali_dir / "train" / "ali.scp"
     if not train_scp.exists():
         raise InputError("training alignments not found", train_scp)
-    train = [(utt, a, cuts) for utt, a, cuts in read_split(ali_dir, "train")]
+    train = list(read_split(ali_dir, "train", targets))
     if not train:
         raise InputError("no training alignments", train_scp)
     figures: dict = {}
@@ -115,12 +115,13 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
     g_path = out / "G.fst"
     _arpa_to_g(out / "lm.arpa", out / "words.txt", g_path)
 
-    alis = [(a, cuts) for _, a, cuts in train]
-    del train
+    figures["targets"] = "states" if uses_states(ali_dir, "train", targets) else "even"
+    log.info("targets: %s", "the aligner's HMM states" if figures["targets"] == "states"
+             else "each phone split evenly into its states")
     sil_ids = [lex.phones[lex.silence]]
-    topo = estimate_topology(alis, lex.phones.values(), states=states, sil_phones=sil_ids)
-    tree, _ = build_tree(alis, topo, ci_phones=sil_ids, num_pdfs=num_pdfs)
-    del alis
+    topo = estimate_topology(train, lex.phones.values(), states=states, sil_phones=sil_ids)
+    tree, _ = build_tree(train, topo, ci_phones=sil_ids, num_pdfs=num_pdfs)
+    del train
     tree_id = tree.identity()
     write_text(out / "tree", json.dumps(tree.to_json()) + "\n")
     write_text(out / "tree.pdfs.txt", pdf_table_text(tree, {i: p for p, i in lex.phones.items()}))
@@ -132,7 +133,7 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
     for split in SPLITS:
         scp = ali_dir / split / "ali.scp"
         if scp.exists():
-            write_pdf_alignments(ali_dir, split, tree, out / "pdf_ali" / split)
+            write_pdf_alignments(ali_dir, split, tree, out / "pdf_ali" / split, targets)
     write_text(out / "pdf_ali" / "tree_id", tree_id + "\n")
 
     import kaldifst
@@ -162,7 +163,6 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
 
 def add_learned_variants(lex, ali_dir: Path, train: list, min_count: int) -> int:
     """Add the in-context pronunciations of the training utterances to ``lex``."""
-    from asrtrain.lang.hmm import segments
     from asrtrain.lang.lexicon import add_disambig
     from asrtrain.lang.prons import learn_variants
 
@@ -179,9 +179,9 @@ def add_learned_variants(lex, ali_dir: Path, train: list, min_count: int) -> int
         prons.setdefault(w, []).append(p)
 
     def utterances():
-        for utt, ali, cuts in train:
-            if utt in text:
-                yield text[utt], [names[p] for p, _, _ in segments(ali, cuts) if p != sil]
+        for ali in train:
+            if ali.utt in text:
+                yield text[ali.utt], [names[p] for p, _, _ in ali.segments() if p != sil]
 
     new, _ = learn_variants(utterances(), prons, min_count)
     lex.prons.extend(new)

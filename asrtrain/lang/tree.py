@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from asrtrain.lang.hmm import Alignment, Topology, segments, state_split, unpack
+from asrtrain.lang.hmm import Alignment, Topology, as_frames
 
 log = logging.getLogger("asrtrain.lang.tree")
 Key = tuple[int, ...]
@@ -77,17 +77,19 @@ def _uses_left(state: int, num_states: int) -> bool:
 
 
 def context_counts(alignments: Iterable[Alignment], topo: Topology) -> Counter[Key]:
-    """Frames per (left, phone, right, state) under the uniform state split."""
+    """Frames per (left, phone, right, state): the aligner's states, or the uniform split."""
     counts: Counter[Key] = Counter()
     for item in alignments:
-        segs = segments(*unpack(item))
-        for i, (phone, _, n) in enumerate(segs):
+        ali = as_frames(item)
+        segs = ali.segments()
+        for i, (phone, start, n) in enumerate(segs):
             s_count = topo.num_states.get(phone)
             if s_count is None:
                 continue
             left = segs[i - 1][0] if i > 0 else 0
             right = segs[i + 1][0] if i + 1 < len(segs) else 0
-            for s, k in zip(*np.unique(state_split(n, s_count), return_counts=True), strict=True):
+            states = ali.segment_states(phone, start, n, s_count)
+            for s, k in zip(*np.unique(states, return_counts=True), strict=True):
                 counts[(left, phone, right, int(s))] += int(k)
     return counts
 

@@ -66,6 +66,13 @@ def test_alignments_from_nothing_follow_the_transcripts_and_feed_prepare_lang(
     pdf = dict(read_alignments(tmp_path / "lang" / "pdf_ali" / "train.scp"))
     train = dict(read_alignments(out / "train" / "ali.scp"))
     assert {u: len(v) for u, v in pdf.items()} == {u: len(v) for u, v in train.items()}
+    # the targets follow the aligner's HMM states: each pdf names the state of its frame
+    assert figures["targets"] == "states"
+    tree = json.loads((tmp_path / "lang" / "tree").read_text())
+    info = tree["pdf_info"]
+    states = dict(read_alignments(out / "train" / "state.scp"))
+    for utt, frames in pdf.items():
+        assert [info[p][1] for p in frames] == states[utt].tolist()
 
 
 @pytest.mark.slow

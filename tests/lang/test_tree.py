@@ -86,7 +86,8 @@ def test_ctm_cuts_split_equal_neighbours(mini_corpus):
 
     ids = {p: i for i, p in enumerate(["sil", "a", "t", "r", "i", "d"], start=1)}
     seen = 0
-    for _utt, ali, cuts in read_split(mini_corpus, "train"):
+    for item in read_split(mini_corpus, "train"):
+        ali, cuts = item.phones, item.cuts
         with_cuts, without = segments(ali, cuts), segments(ali)
         assert sum(n for _, _, n in with_cuts) == len(ali)
         doubled = [i for i in range(1, len(with_cuts)) if with_cuts[i][0] == with_cuts[i - 1][0]]
