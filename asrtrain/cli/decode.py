@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from asrtrain.cli.options import POSITIVE, config_option, resolved_params
+from asrtrain.decode.grid import DEFAULT_WIP
 
 
 @click.command()
@@ -24,6 +25,11 @@ from asrtrain.cli.options import POSITIVE, config_option, resolved_params
 @click.option("--lmwt", default="8:15", show_default=True,
               help="LM weights (A:B, A,B,C or one number): one hypothesis file per weight, "
                    "decoded with acoustic scale 1/weight.")
+@click.option("--wip", default=DEFAULT_WIP, show_default=True,
+              help="Word insertion penalties (A,B,C or one number), each added to the graph "
+                   "cost of every word (Kaldi's lattice-add-penalty): one hypothesis file per "
+                   "(LM weight, penalty), named <lmwt>_<wip> unless 0 is the only penalty. "
+                   "Kaldi's local/score.sh sweeps 0.0,0.5,1.0.")
 @click.option("--text", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Reference transcripts (Kaldi text), copied to OUT/ref.txt for scoring.")
 @click.option("--oracle", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -35,24 +41,31 @@ from asrtrain.cli.options import POSITIVE, config_option, resolved_params
                    "are transition-ids.")
 @click.pass_context
 def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, nj: int,
-           acwt: float, beam: float, max_active: int, lmwt: str, text: Path | None,
+           acwt: float, beam: float, max_active: int, lmwt: str, wip: str, text: Path | None,
            oracle: Path | None, tid2pdf: Path | None, config: str | None) -> None:
     """Decode DATA (an archive .h5) with MODEL (final.pt) on GRAPH (lang/graph, or a Kaldi
     graph dir with --tid2pdf).
 
-    Writes OUT/hyp/<lmwt>.txt, OUT/ctm/<lmwt>.ctm, OUT/log/ and, with --text, OUT/ref.txt;
-    then `asrtrain score --sweep OUT` gives the WER per LM weight.
+    Writes OUT/hyp/<lmwt>.txt, OUT/ctm/<lmwt>.ctm (<lmwt>_<wip> with several --wip),
+    OUT/log/ and, with --text, OUT/ref.txt; then `asrtrain score --sweep OUT` gives the WER
+    per setting.
     """
     from asrtrain.core.errors import ConfigError, InputError
     from asrtrain.core.runlog import command_run
-    from asrtrain.decode.decoder import DecodeConfig, parse_lmwt
+    from asrtrain.decode.decoder import DecodeConfig
     from asrtrain.decode.decoder import decode as run_decode
+    from asrtrain.decode.grid import parse_lmwt, parse_wip, plain_names
 
     try:
         lmwts = parse_lmwt(lmwt, acwt)
     except ConfigError as exc:
         raise click.BadParameter(str(exc).removeprefix(f"--lmwt {lmwt!r}: "), ctx,
                                  param_hint="'--lmwt'") from None
+    try:
+        wips = parse_wip(wip)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc).removeprefix(f"--wip {wip!r}: "), ctx,
+                                 param_hint="'--wip'") from None
     none = Path("-")
     if oracle is None:
         for what, p in (("MODEL", model), ("DATA", data)):
@@ -60,10 +73,11 @@ def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, 
                 raise InputError(f"{what} not found (give a file, or use --oracle)", p)
     cfg = DecodeConfig(graph=graph, out=out, model=None if model == none else model,
                        data=None if data == none else data, oracle=oracle, nj=nj, acwt=acwt,
-                       beam=beam, max_active=max_active, lmwts=lmwts, text=text,
+                       beam=beam, max_active=max_active, lmwts=lmwts, wips=wips, text=text,
                        tid2pdf=tid2pdf)
     with command_run("decode", out, resolved_params(ctx)):
         figures = run_decode(cfg)
     click.echo(f"{out}: {figures['utterances']} utterances, real-time factor "
-               f"{figures['rtf_decode_per_lmwt']:.4f} per LM weight (one core), hyps for LM "
-               f"weights {', '.join(figures['lmwts'])}")
+               f"{figures['rtf_decode_per_lmwt']:.4f} per pass (one core), hyps for LM "
+               f"weights {', '.join(figures['lmwts'])}"
+               + ("" if plain_names(wips) else f" x penalties {', '.join(figures['wips'])}"))

@@ -1,19 +1,20 @@
 """``asrtrain decode``: Viterbi beam search on HCLG with kaldi-decoder, in parallel jobs.
 
 Each job scores its utterances once (model or oracle) and runs kaldi-decoder's
-FasterDecoder once per LM weight w with acoustic scale 1/w: that is Kaldi's
-``lattice-scale --inv-acoustic-scale=w`` (graph costs weighted w against the acoustics)
-without lattices. On a Kaldi graph (transition-id input labels) each pass first gathers
-the scaled pdf scores into one column per transition-id (``--tid2pdf``). Jobs write
-their part under ``OUT/split<J>/<j>/`` and a log ``OUT/log/decode.<j>.log``; the parts
-are merged into ``OUT/hyp/<w>.txt`` and ``OUT/ctm/<w>.ctm`` once every job has finished.
+FasterDecoder once per LM weight w with acoustic scale 1/w and per word insertion
+penalty p on a copy of HCLG with p on every word arc (``penalty.py``): that is Kaldi's
+``lattice-scale --inv-acoustic-scale=w | lattice-add-penalty --word-ins-penalty=p``
+(graph costs weighted w against the acoustics, p per word) without lattices. On a Kaldi
+graph (transition-id input labels) each LM weight first gathers the scaled pdf scores into
+one column per transition-id (``--tid2pdf``). Jobs write their part under
+``OUT/split<J>/<j>/`` and a log ``OUT/log/decode.<j>.log``; the parts are merged into ``OUT/hyp/<name>.txt`` and ``OUT/ctm/<name>.ctm`` once every job has
+finished; names are ``<w>``, or ``<w>_<p>`` when penalties other than 0 are swept (``grid.py``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,6 +26,14 @@ from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.core.textio import read_lines
 from asrtrain.decode.graph_dir import GraphInfo, load_tid2pdf
+from asrtrain.decode.grid import (
+    DEFAULT_WIP,
+    lmwt_name,
+    parse_wip,
+    setting_name,
+    settings,
+    wip_name,
+)
 
 log = logging.getLogger("asrtrain.decode")
 
@@ -43,32 +52,9 @@ class DecodeConfig:
     beam: float = 13.0
     max_active: int = 7000
     lmwts: list[float] = field(default_factory=lambda: [float(w) for w in range(8, 16)])
+    wips: list[float] = field(default_factory=lambda: parse_wip(DEFAULT_WIP))
     text: Path | None = None
     tid2pdf: Path | None = None
-
-
-def parse_lmwt(spec: str | None, acwt: float) -> list[float]:
-    """``8:15`` (inclusive range), ``8,10,12`` or ``10``; empty: the single weight 1/acwt."""
-    if spec is None or not str(spec).strip():
-        if not (math.isfinite(acwt) and acwt > 0):
-            raise ConfigError(f"--acwt must be a finite positive number, got {acwt}")
-        return [1.0 / acwt]
-    try:
-        if ":" in spec:
-            lo, hi = (int(x) for x in spec.split(":"))
-            values = [float(w) for w in range(lo, hi + 1)]
-        else:
-            values = [float(x) for x in spec.split(",")]
-    except ValueError:
-        raise ConfigError(f"--lmwt {spec!r}: expected A:B, a list A,B,C or a number") from None
-    if not values or not all(math.isfinite(w) and w > 0 for w in values):
-        raise ConfigError(f"--lmwt {spec!r}: LM weights must be finite positive numbers")
-    return values
-
-
-def lmwt_name(w: float) -> str:
-    """``10`` for 10.0, ``7.5`` for 7.5: the file name of a weight's outputs."""
-    return f"{w:g}"
 
 
 def make_scorer(cfg: DecodeConfig, num_pdfs: int | None, tmap: Any = None):
@@ -147,28 +133,45 @@ class JobStats:
     score_seconds: float = 0.0
     decode_seconds: float = 0.0
     decode_cpu_seconds: float = 0.0
+    penalty_seconds: float = 0.0
     not_final: int = 0
     failed: list[str] = field(default_factory=list)
+
+
+def load_decoders(cfg: DecodeConfig, job: int, stats: JobStats) -> dict[float, Any]:
+    """One FasterDecoder per penalty, each on its own copy of HCLG (``decode/penalty.py``):
+    a job holds ``len(wips)`` graphs in memory, so each utterance is scored only once."""
+    import kaldi_decoder
+
+    from asrtrain.decode.penalty import penalized_hclg
+
+    opts = kaldi_decoder.FasterDecoderOptions(beam=cfg.beam, max_active=cfg.max_active)
+    decoders = {}
+    for p in cfg.wips:
+        t0 = time.perf_counter()
+        fst = penalized_hclg(cfg.graph / "HCLG.fst", p, job_dir(cfg, job))
+        decoders[p] = (kaldi_decoder.FasterDecoder(fst, opts), fst)  # the FST outlives its decoder
+        stats.penalty_seconds += time.perf_counter() - t0
+    return decoders
 
 
 def run_job(job: int, utts: list[str], cfg: DecodeConfig, progress: Any = None) -> JobStats:
     """Score and decode ``utts``; write this job's hyps and CTMs; return its stats."""
     import kaldi_decoder
 
-    from asrtrain.decode.ctm import ctm_lines, read_best_path
-    from asrtrain.decode.kaldi_graph import expand, read_hclg
+    from asrtrain.decode.ctm import ctm_lines
+    from asrtrain.decode.kaldi_graph import expand
     from asrtrain.decode.loglikes import check_scores
 
     handler = _job_log(cfg.out, job)
     try:
         graph, tmap, scorer = open_inputs(cfg)
         labels = graph.label_info(tmap)
-        fst = read_hclg(graph.path / "HCLG.fst")
-        decoder = kaldi_decoder.FasterDecoder(
-            fst, kaldi_decoder.FasterDecoderOptions(beam=cfg.beam, max_active=cfg.max_active))
         stats = JobStats()
-        hyps: dict[float, list[str]] = {w: [] for w in cfg.lmwts}
-        ctms: dict[float, list[str]] = {w: [] for w in cfg.lmwts}
+        decoders = load_decoders(cfg, job, stats)
+        grid = settings(cfg.lmwts, cfg.wips)
+        hyps: dict[str, list[str]] = {name: [] for _, _, name in grid}
+        ctms: dict[str, list[str]] = {name: [] for _, _, name in grid}
         for utt in utts:
             t0 = time.perf_counter()
             scores = check_scores(utt, scorer(utt), scorer.num_pdfs, cfg.model or cfg.oracle)
@@ -178,43 +181,57 @@ def run_job(job: int, utts: list[str], cfg: DecodeConfig, progress: Any = None) 
             for w in cfg.lmwts:
                 t0, c0 = time.perf_counter(), time.process_time()
                 # a Kaldi graph: one gather of the scaled pdf matrix to transition-id columns
-                # per pass; DecodableCtc copies it, so our copy goes before the search
+                # per LM weight; DecodableCtc copies it and serves every penalty's pass
                 mat = scores / w if tmap is None else expand(scores / w, tmap)
                 decodable = kaldi_decoder.DecodableCtc(np.ascontiguousarray(mat))
                 del mat
-                decoder.decode(decodable)
-                del decodable
-                final = decoder.reached_final()
-                ok, lattice = decoder.get_best_path(use_final_probs=final)
                 stats.decode_seconds += time.perf_counter() - t0
                 stats.decode_cpu_seconds += time.process_time() - c0
-                if not final:
-                    stats.not_final += 1
-                    log.warning("utterance %s (lmwt %g): no final state reached; partial best path",
-                                utt, w)
-                if not ok:
-                    stats.failed.append(utt)
-                    log.warning("utterance %s (lmwt %g): no surviving path; empty hypothesis", utt, w)
-                    hyps[w].append(utt)
-                    continue
-                path = read_best_path(lattice)
-                hyps[w].append(" ".join([utt] + [graph.words.get(x, f"#{x}") for x in path.words]))
-                ctms[w].extend(ctm_lines(utt, path, graph.words, labels, graph.silence,
-                                         graph.prons))
+                for p in cfg.wips:
+                    name = setting_name(w, p, cfg.wips)
+                    path = _decode_pass(decoders[p][0], decodable, utt, name, stats)
+                    if path is None:
+                        hyps[name].append(utt)
+                        continue
+                    hyps[name].append(" ".join([utt] + [graph.words.get(x, f"#{x}")
+                                                        for x in path.words]))
+                    ctms[name].extend(ctm_lines(utt, path, graph.words, labels, graph.silence,
+                                                graph.prons))
+                del decodable
             if progress is not None:
                 progress(1)
         part = job_dir(cfg, job)
-        for w in cfg.lmwts:
-            write_text(part / f"hyp.{lmwt_name(w)}.txt", "".join(h + "\n" for h in hyps[w]))
-            write_text(part / f"ctm.{lmwt_name(w)}.ctm", "".join(c + "\n" for c in ctms[w]))
+        for _, _, name in grid:
+            write_text(part / f"hyp.{name}.txt", "".join(h + "\n" for h in hyps[name]))
+            write_text(part / f"ctm.{name}.ctm", "".join(c + "\n" for c in ctms[name]))
         write_text(part / "stats.json", json.dumps(asdict(stats)) + "\n")
-        log.info("job %d: %d utterances, %d frames, scoring %.2fs, decoding %.2fs (%d passes)",
-                 job, stats.utterances, stats.frames, stats.score_seconds, stats.decode_seconds,
-                 len(cfg.lmwts))
+        log.info("job %d: %d utterances, %d frames, scoring %.2fs, penalised graphs %.2fs, "
+                 "decoding %.2fs (%d passes)", job, stats.utterances, stats.frames,
+                 stats.score_seconds, stats.penalty_seconds, stats.decode_seconds, len(grid))
         return stats
     finally:
         logging.getLogger("asrtrain").removeHandler(handler)
         handler.close()
+
+
+def _decode_pass(decoder: Any, decodable: Any, utt: str, name: str, stats: JobStats) -> Any:
+    """One search; the best path, or None (logged, counted) when no path survived."""
+    from asrtrain.decode.ctm import read_best_path
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    decoder.decode(decodable)
+    final = decoder.reached_final()
+    ok, lattice = decoder.get_best_path(use_final_probs=final)
+    stats.decode_seconds += time.perf_counter() - t0
+    stats.decode_cpu_seconds += time.process_time() - c0
+    if not final:
+        stats.not_final += 1
+        log.warning("utterance %s (%s): no final state reached; partial best path", utt, name)
+    if not ok:
+        stats.failed.append(utt)
+        log.warning("utterance %s (%s): no surviving path; empty hypothesis", utt, name)
+        return None
+    return read_best_path(lattice)
 
 
 def job_dir(cfg: DecodeConfig, job: int) -> Path:
@@ -273,13 +290,13 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
     del scorer
     nj = min(cfg.nj, len(utts))
     cfg.nj = nj
-    log.info("decoding %d utterances (%d frames) in %d jobs, LM weights %s; graph %s", len(utts),
-             sum(n for _, n in utts), nj, [lmwt_name(w) for w in cfg.lmwts],
+    log.info("decoding %d utterances (%d frames) in %d jobs, LM weights %s, insertion penalties "
+             "%s; graph %s", len(utts), sum(n for _, n in utts), nj,
+             [lmwt_name(w) for w in cfg.lmwts], [wip_name(p) for p in cfg.wips],
              ", ".join(f"{k} {v[0]} states {v[1]} arcs" for k, v in graph.sizes.items()
                        if k in ("G", "HCLG")))
     stats = run_jobs(cfg, split_jobs(utts, nj), len(utts))
-    for w in cfg.lmwts:
-        name = lmwt_name(w)
+    for _, _, name in settings(cfg.lmwts, cfg.wips):
         for kind, ext in (("hyp", "txt"), ("ctm", "ctm")):
             parts = [job_dir(cfg, j) / f"{kind}.{name}.{ext}" for j in range(nj)]
             with atomic_path(cfg.out / kind / f"{name}.{ext}") as tmp:
@@ -296,34 +313,38 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
 
 
 def _remove_stale(cfg: DecodeConfig) -> None:
-    """Drop hyps/CTMs of LM weights this run did not decode (a scoring sweep reads them all)."""
-    wanted = {lmwt_name(w) for w in cfg.lmwts}
+    """Drop hyps/CTMs of settings this run did not decode (a scoring sweep reads them all)."""
+    wanted = {name for _, _, name in settings(cfg.lmwts, cfg.wips)}
     for kind, ext in (("hyp", ".txt"), ("ctm", ".ctm")):
         for path in sorted((cfg.out / kind).glob(f"*{ext}")):
             if path.name[: -len(ext)] not in wanted:
-                log.warning("removing %s of an earlier decode (LM weight not in this run)", path)
+                log.warning("removing %s of an earlier decode (setting not in this run)", path)
                 path.unlink()
     if cfg.text is None and (cfg.out / "ref.txt").exists():
         log.warning("%s is from an earlier decode (no --text given now)", cfg.out / "ref.txt")
 
 
 def summarize(cfg: DecodeConfig, stats: list[JobStats]) -> dict[str, Any]:
-    """Totals over jobs and the real-time factors (one core per job)."""
+    """Totals over jobs and the real-time factors (one core per job); a pass is one
+    (LM weight, penalty) search, so ``*_per_lmwt`` is per pass when penalties are swept."""
     frames = sum(s.frames for s in stats)
     audio = frames * 0.01
-    passes = len(cfg.lmwts)
+    passes = len(cfg.lmwts) * len(cfg.wips)
     dec = sum(s.decode_seconds for s in stats)
     cpu = sum(s.decode_cpu_seconds for s in stats)
     score = sum(s.score_seconds for s in stats)
     failed = sorted({u for s in stats for u in s.failed})
     figures = {"utterances": sum(s.utterances for s in stats), "frames": frames,
                "audio_seconds": audio, "lmwts": [lmwt_name(w) for w in cfg.lmwts],
+               "wips": [wip_name(p) for p in cfg.wips],
+               "settings": [name for _, _, name in settings(cfg.lmwts, cfg.wips)],
                "rtf_decode_per_lmwt": cpu / passes / audio if audio else None,
                "rtf_decode_wall_per_lmwt": dec / passes / audio if audio else None,
                "rtf_scoring": score / audio if audio else None,
+               "penalty_graph_seconds": sum(s.penalty_seconds for s in stats),
                "not_final": sum(s.not_final for s in stats), "failed": failed}
-    log.info("real-time factor on one core: decoding %.4f per LM weight from CPU time (%.4f "
-             "wall, %d weights), scoring %.4f wall", figures["rtf_decode_per_lmwt"] or 0.0,
+    log.info("real-time factor on one core: decoding %.4f per pass from CPU time (%.4f wall, "
+             "%d passes), scoring %.4f wall", figures["rtf_decode_per_lmwt"] or 0.0,
              figures["rtf_decode_wall_per_lmwt"] or 0.0, passes, figures["rtf_scoring"] or 0.0)
     if figures["not_final"]:
         log.warning("%d decodes ended without reaching a final state", figures["not_final"])

@@ -132,25 +132,42 @@ def read_hclg(path: Path):
     return fst
 
 
+@dataclass
+class ConstLayout:
+    """Where a ConstFst file keeps its properties, states and arcs (OpenFst's header)."""
+
+    flags: int
+    props_at: int
+    num_states: int
+    num_arcs: int
+    arcs_at: int
+
+
+def const_layout(head: bytes) -> ConstLayout:
+    """Parse the header at the start of a ConstFst file (``fst_type`` already checked)."""
+    from asrtrain.lang.fstio import STATE
+
+    at = 4
+    for _ in range(2):  # fst type, arc type
+        (n,) = struct.unpack_from("<i", head, at)
+        at += 4 + n
+    _version, flags, _props, _start, n_states, n_arcs = struct.unpack_from("<iiQqqq", head, at)
+    return ConstLayout(flags=flags, props_at=at + 8, num_states=n_states, num_arcs=n_arcs,
+                       arcs_at=at + 40 + n_states * STATE.itemsize)
+
+
 def max_ilabel(path: Path) -> int | None:
     """The largest input label of a ConstFst file (memory-mapped, no copy); None for a
     VectorFst, whose variable-length states cannot be read without walking them."""
-    from asrtrain.lang.fstio import ARC, STATE
+    from asrtrain.lang.fstio import ARC
 
     if fst_type(path) != "const":
         return None
     with open(path, "rb") as fh:
-        head = fh.read(256)
-    at = 4
-    for _ in range(2):
-        (n,) = struct.unpack_from("<i", head, at)
-        at += 4 + n
-    _version, flags, _props, _start, n_states, n_arcs = struct.unpack_from("<iiQqqq", head, at)
-    at += 40
-    if flags or n_arcs == 0:  # symbol tables/alignment padding: not worth parsing here
+        layout = const_layout(fh.read(256))
+    if layout.flags or layout.num_arcs == 0:  # symbol tables/alignment padding: not parsed
         return None
-    offset = at + n_states * STATE.itemsize
-    arcs = np.memmap(path, dtype=ARC, mode="r", offset=offset, shape=(n_arcs,))
+    arcs = np.memmap(path, dtype=ARC, mode="r", offset=layout.arcs_at, shape=(layout.num_arcs,))
     return int(arcs["il"].max())
 
 

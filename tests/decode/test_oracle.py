@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from asrtrain.core.errors import ConfigError, InputError
-from asrtrain.decode.decoder import DecodeConfig, decode, parse_lmwt
+from asrtrain.decode.decoder import DecodeConfig, decode
+from asrtrain.decode.grid import parse_lmwt
 
 
 def _wer(ref_path, hyp_path):
