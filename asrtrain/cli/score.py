@@ -18,8 +18,15 @@ from asrtrain.cli.options import config_option, resolved_params
 @click.argument("out", required=False, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--sweep", "sweep_dir", type=click.Path(exists=True, file_okay=False,
                                                       path_type=Path),
-              help="Score DECODE_DIR/hyp/<lmwt>.txt against DECODE_DIR/ref.txt; write "
-                   "wer_<lmwt> and best_wer there (REF HYP OUT are then not given).")
+              help="Score DECODE_DIR/hyp/<name>.txt (<lmwt> or <lmwt>_<wip>) against "
+                   "DECODE_DIR/ref.txt; write wer_<name> and best_wer there (REF HYP OUT are "
+                   "then not given).")
+@click.option("--pick-on", "pick_dir", type=click.Path(exists=True, file_okay=False,
+                                                        path_type=Path),
+              help="With --sweep: also sweep DEV_DECODE_DIR (same --lmwt/--wip grid, with its "
+                   "ref.txt), pick the setting with the lowest dev WER and write the test WER "
+                   "there to DECODE_DIR/dev_picked_wer, the best on test kept beside it as the "
+                   "oracle.")
 @click.option("--ref", "ref_override", type=click.Path(exists=True, dir_okay=False,
                                                        path_type=Path),
               help="With --sweep: the reference to use instead of DECODE_DIR/ref.txt.")
@@ -59,7 +66,8 @@ from asrtrain.cli.options import config_option, resolved_params
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.pass_context
 def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | None,
-          sweep_dir: Path | None, ref_override: Path | None, glm: Path | None,
+          sweep_dir: Path | None, pick_dir: Path | None, ref_override: Path | None,
+          glm: Path | None,
           subsets: tuple[str, ...], fragments: str, optional_deletable: bool,
           filter_regex: str, split_hyphens: bool, extra_hyp: str, ref_format: str,
           hyp_format: str, utt2spk: Path | None, bootstrap: int, bootstrap_unit: str,
@@ -71,9 +79,12 @@ def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | No
     confusions.txt, wer (Kaldi's compute-wer lines, Levenshtein) and wer.json.
     A reference utterance without hypothesis is scored as all deletions and counted.
 
-    asrtrain score --sweep DECODE_DIR scores every LM weight of a decode.
+    asrtrain score --sweep DECODE_DIR scores every setting (LM weight, insertion penalty)
+    of a decode; with --pick-on DEV_DECODE_DIR the setting is chosen on dev and the test
+    WER there is the headline (DECODE_DIR/dev_picked_wer).
     """
     from asrtrain.core.runlog import command_run
+    from asrtrain.score.pick import pick_on
     from asrtrain.score.sweep import ScoreOptions, parse_subsets, score_files, sweep
 
     if sweep_dir is not None:
@@ -83,6 +94,8 @@ def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | No
         raise click.UsageError("give REF HYP OUT, or --sweep DECODE_DIR")
     elif ref_override is not None:
         raise click.UsageError("--ref goes with --sweep; give the reference as REF")
+    elif pick_dir is not None:
+        raise click.UsageError("--pick-on DEV_DECODE_DIR goes with --sweep TEST_DECODE_DIR")
     opts = ScoreOptions(glm=glm, fragments=fragments, optional_deletable=optional_deletable,
                         filter_regex=filter_regex or None, split_hyphens=split_hyphens,
                         extra_hyp=extra_hyp, ref_format=ref_format, hyp_format=hyp_format,
@@ -90,11 +103,19 @@ def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | No
                         bootstrap_unit=bootstrap_unit, seed=seed)
     params = {k: (str(v) if isinstance(v, Path) else v) for k, v in
               resolved_params(ctx).items()}
-    if sweep_dir is not None:
+    if sweep_dir is not None and pick_dir is not None:
         with command_run("score", sweep_dir / "score", params):
-            summary = sweep(sweep_dir, opts, ref_override)
+            picked = pick_on(sweep_dir, pick_dir, opts, ref_override)
+        click.echo(f"dev-picked ({picked['picked']['name']} on {pick_dir}): "
+                   f"{picked['test_line']} {picked['test_file']}")
+        click.echo(f"best on test (oracle): {picked['oracle']['line']} "
+                   f"{picked['oracle']['file']}")
+        for text in picked["warnings"]:
+            click.echo(f"warning: {text}")
+    elif sweep_dir is not None:
+        with command_run("score", sweep_dir / "score", params):
+            sweep(sweep_dir, opts, ref_override)
         click.echo((sweep_dir / "best_wer").read_text(encoding="utf-8").rstrip())
-        del summary
     else:
         assert ref is not None and hyp is not None and out is not None
         with command_run("score", out, params):

@@ -1,10 +1,13 @@
-"""Scoring end to end: one REF/HYP pair, or every LM weight of a decode directory.
+"""Scoring end to end: one REF/HYP pair, or every setting of a decode directory.
 
-``sweep`` reads ``DECODE_DIR/ref.txt`` (or ``--ref``) and ``DECODE_DIR/hyp/<lmwt>.txt``
-(contract 7), writes Kaldi's ``DECODE_DIR/wer_<lmwt>`` for each (``compute-wer``
-lines) and ``DECODE_DIR/best_wer`` (the lowest ``%WER`` line followed by its file, as
-``utils/best_wer.sh`` prints it), and the full reports of each weight in
-``DECODE_DIR/score/<lmwt>/`` plus ``DECODE_DIR/score/sweep.json``.
+``sweep`` reads ``DECODE_DIR/ref.txt`` (or ``--ref``) and ``DECODE_DIR/hyp/<name>.txt``
+(contract 7; a name is ``<lmwt>`` or ``<lmwt>_<wip>``, ``decode/grid.py``), writes
+Kaldi's ``DECODE_DIR/wer_<name>`` for each (``compute-wer`` lines) and
+``DECODE_DIR/best_wer`` (the lowest ``%WER`` line followed by its file, as
+``utils/best_wer.sh`` prints it; ties go to the smaller LM weight, then the smaller
+penalty): the best on this set itself, an oracle figure when the set is the test set
+(``pick.py`` picks on dev instead). The full reports of each setting go to
+``DECODE_DIR/score/<name>/``, the summary to ``DECODE_DIR/score/sweep.json``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import InputError
+from asrtrain.decode.grid import parse_setting
 from asrtrain.score.normalize import DEFAULT_FILTER, Normalizer, load_glm
 from asrtrain.score.report import kaldi_lines, write_reports
 from asrtrain.score.scorer import load_inputs, score_inputs
@@ -77,13 +81,36 @@ def score_files(ref: Path, hyp: Path, out: Path, opts: ScoreOptions) -> dict[str
     return data
 
 
-def _weight_key(stem: str) -> tuple[float, str]:
+def _weight_key(stem: str) -> tuple[float, float, str]:
+    """Grid order (LM weight, then penalty); other names after, by their leading number."""
+    setting = parse_setting(stem)
+    if setting is not None:
+        return (*setting, stem)
     m = re.match(r"^[-+]?\d+(\.\d+)?", stem)
-    return (float(m.group(0)) if m else float("inf"), stem)
+    return (float(m.group(0)) if m else float("inf"), float("inf"), stem)
+
+
+def lowest(results: dict[str, Any]) -> str:
+    """The name with the fewest errors (a set without words last); ties: the first in
+    grid order (``results`` is in that order), i.e. the smaller LM weight, then penalty."""
+    def errors(name: str) -> float:
+        r = results[name]
+        return float("inf") if r["kaldi_wer"] is None else r["kaldi_errors"]
+
+    return min(results, key=errors)
+
+
+def _remove_stale_wer(decode_dir: Path, scored: set[str]) -> None:
+    """Drop ``wer_<setting>`` files of an earlier sweep whose hypotheses are gone."""
+    for path in sorted(decode_dir.glob("wer_*")):
+        name = path.name.removeprefix("wer_")
+        if name not in scored and parse_setting(name) is not None:
+            log.warning("removing %s of an earlier sweep (no hyp/%s.txt now)", path, name)
+            path.unlink()
 
 
 def sweep(decode_dir: Path, opts: ScoreOptions, ref: Path | None = None) -> dict[str, Any]:
-    """Score every ``hyp/<lmwt>.txt`` of a decode directory; pick the best weight."""
+    """Score every ``hyp/<name>.txt`` of a decode directory; pick the best setting."""
     ref = ref if ref is not None else decode_dir / "ref.txt"
     if not ref.is_file():
         raise InputError("no reference: decode was run without --text; pass --ref FILE",
@@ -92,24 +119,22 @@ def sweep(decode_dir: Path, opts: ScoreOptions, ref: Path | None = None) -> dict
     hyps = sorted(hyp_dir.glob("*.txt"), key=lambda p: _weight_key(p.stem)) \
         if hyp_dir.is_dir() else []
     if not hyps:
-        raise InputError("no hypotheses (expected hyp/<lmwt>.txt)", hyp_dir)
+        raise InputError("no hypotheses (expected hyp/<lmwt>.txt or hyp/<lmwt>_<wip>.txt)",
+                         hyp_dir)
     results: dict[str, Any] = {}
-    best: tuple[float, str] | None = None
     for hyp in hyps:
-        lmwt = hyp.stem
-        data = score_files(ref, hyp, decode_dir / "score" / lmwt, opts)
+        name = hyp.stem
+        data = score_files(ref, hyp, decode_dir / "score" / name, opts)
         k = data["kaldi"]
-        results[lmwt] = {"kaldi_wer": k["wer"], "sclite_wer": data["wer"],
-                         "kaldi_line": data["kaldi_line"]}
-        write_text(decode_dir / f"wer_{lmwt}", (decode_dir / "score" / lmwt / "wer")
+        results[name] = {"kaldi_wer": k["wer"], "kaldi_errors": k["errors"],
+                         "sclite_wer": data["wer"], "kaldi_line": data["kaldi_line"]}
+        write_text(decode_dir / f"wer_{name}", (decode_dir / "score" / name / "wer")
                    .read_text(encoding="utf-8"))
-        wer = k["wer"] if k["wer"] is not None else float("inf")
-        if best is None or wer < best[0]:
-            best = (wer, lmwt)
-    assert best is not None
-    line = results[best[1]]["kaldi_line"]
-    write_text(decode_dir / "best_wer", f"{line} {decode_dir / f'wer_{best[1]}'}\n")
-    summary = {"best": best[1], "best_wer": results[best[1]]["kaldi_wer"],
+    _remove_stale_wer(decode_dir, set(results))
+    best = lowest(results)
+    line = results[best]["kaldi_line"]
+    write_text(decode_dir / "best_wer", f"{line} {decode_dir / f'wer_{best}'}\n")
+    summary = {"best": best, "best_wer": results[best]["kaldi_wer"],
                "ref": str(ref), "weights": results}
     write_text(decode_dir / "score" / "sweep.json", json.dumps(summary, indent=1) + "\n")
     log.info("best: %s", line)
