@@ -76,7 +76,8 @@ def estimate_lda(stats: LdaStats, out_dim: int, floor: float = 1e-6) -> tuple[np
     classes = int(used.sum())
     if classes - 1 < out_dim:
         log.warning("only %d classes in the alignments: LDA dims beyond %d carry no "
-                    "between-class information", classes, classes - 1)
+                    "between-class information (pdf alignments, e.g. prepare align's "
+                    "pdf.scp, have more classes)", classes, classes - 1)
     means = stats.sums[used] / stats.counts[used, None]
     total_mean = stats.sums.sum(0) / n
     between = (stats.counts[used, None] * means).T @ means / n - torch.outer(total_mean, total_mean)

@@ -2,8 +2,9 @@
 
 ``OUT/phones.txt``; per split ``OUT/<split>/ali.{ark,scp}`` (a phone id per frame, as
 the synthesizer writes them), ``phone.ctm`` (each phone's start and length: two equal
-phones in a row stay two), ``state.{ark,scp}`` (the HMM state of every frame) and the
-split's ``text``; ``failed.txt`` lists every utterance left out with its reason. The
+phones in a row stay two), ``state.{ark,scp}`` (the HMM state of every frame),
+``pdf.{ark,scp}`` (the final model's pdf of every frame: the aligner's tree leaves, the
+classes Kaldi's LDA+MLLT and ``prepare fmllr --ali`` take) and the split's ``text``; ``failed.txt`` lists every utterance left out with its reason. The
 scp files are written last and atomically, so a split whose ``ali.scp`` exists is
 complete.
 """
@@ -51,4 +52,5 @@ def write_split(out: Path, split: str, alignments: dict[str, Alignment],
     write_text(d / "phone.ctm", ctm_text({u: alignments[u] for u in utts}, names))
     write_text(d / "failed.txt", "".join(f"{u} {r}\n" for u, r in sorted(failed.items())))
     write_int_vectors(d / "state", ((u, alignments[u].state) for u in utts))
+    write_int_vectors(d / "pdf", ((u, alignments[u].pdf) for u in utts))
     write_int_vectors(d / "ali", ((u, alignments[u].phone) for u in utts))

@@ -22,7 +22,9 @@ from asrtrain.cli.options import config_option, resolved_params
 @click.option("--gmm-iters", type=click.IntRange(min=1), default=10, show_default=True,
               help="EM iterations of the GMM at its full size.")
 @click.option("--ali", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Per-frame class labels (phone or pdf ids, kaldiio int vectors) for the LDA.")
+              help="Per-frame class labels for the LDA (kaldiio int vectors): pdf ids, as Kaldi's "
+                   "LDA+MLLT (prepare align's pdf.scp, prepare lang's pdf_ali); phone ids "
+                   "give at most one dimension fewer than there are phones.")
 @click.option("--model", "model", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="Use the LDA and GMM of this earlier OUT (for dev and test).")
 @click.option("--iters", type=click.IntRange(min=1), default=5, show_default=True,

@@ -45,6 +45,9 @@ ali_leaves=1000
 ali_gauss=6000
 ali_iters=15
 ali_max_lost=0.05
+# HMM states of the tree and the targets: auto (the aligner's where it wrote them, else an
+# even split of each phone), states or even; a value other than auto tags the outputs
+targets=auto
 # fMLLR features for the network: global (prepare fmllr: a global GMM, no transcripts) or sat
 # (prepare align's SAT model; needs alignments=learned)
 fmllr_source=global
@@ -85,8 +88,8 @@ decode_nj=2
 
 corpus=$data/corpus
 case "$alignments" in
-  exact) tag=""; ali_dir=$corpus ;;
-  learned) tag="_learned"; ali_dir=$exp/ali ;;
+  exact) atag=""; ali_dir=$corpus ;;
+  learned) atag="_learned"; ali_dir=$exp/ali ;;
   *) echo "$0: --alignments must be exact or learned, got '$alignments'" >&2; exit 2 ;;
 esac
 case "$fmllr_source" in
@@ -97,9 +100,19 @@ case "$fmllr_source" in
        fi ;;
   *) echo "$0: --fmllr-source must be global or sat, got '$fmllr_source'" >&2; exit 2 ;;
 esac
+# the LDA's classes: the aligner's pdfs (tree leaves, as Kaldi's LDA+MLLT), or the
+# synthesizer's phones where there is no aligner
+lda_classes=ali.scp
+if [ "$alignments" = learned ]; then lda_classes=pdf.scp; fi
+tag=$atag
+case "$targets" in
+  auto) ;;
+  states|even) tag="${atag}_$targets" ;;
+  *) echo "$0: --targets must be auto, states or even, got '$targets'" >&2; exit 2 ;;
+esac
 lang=$data/lang$tag
 archives=$data/archives$tag$ftag
-fmllr=$exp/fmllr$tag
+fmllr=$exp/fmllr$atag
 model=$exp/blstm_${strategy}$tag$ftag
 fmllr_feats() {  # the fMLLR stream of a split
   if [ "$fmllr_source" = sat ]; then echo "$ali_dir/fmllr/$1/feats.scp"; else echo "$fmllr/$1/feats.scp"; fi
@@ -145,7 +158,7 @@ if want_stage 2; then
       --dim "$ivector_dim" --period "$ivector_period" --online --iters "$ivector_iters"
   if [ "$fmllr_source" = global ]; then  # (sat: prepare align wrote them)
     done_or_run fmllr-train "$fmllr/train" \
-      asrtrain prepare fmllr "$data/mfcc/train" "$fmllr/train" --ali "$ali_dir/train/ali.scp" \
+      asrtrain prepare fmllr "$data/mfcc/train" "$fmllr/train" --ali "$ali_dir/train/$lda_classes" \
         --gmm-components "$fmllr_gmm_components"
   fi
   for split in dev test; do
@@ -163,7 +176,7 @@ if want_stage 3; then
   echo "=== stage 3: lang (lexicon, ${lm_order}-gram LM, tree of ~$num_pdfs pdfs, HCLG)"
   done_or_run lang "$lang" \
     asrtrain prepare lang "$corpus/dict" "$corpus/lm_text" "$ali_dir" "$lang" \
-      --order "$lm_order" --num-pdfs "$num_pdfs"
+      --order "$lm_order" --num-pdfs "$num_pdfs" --targets "$targets"
 fi
 
 if want_stage 4; then

@@ -120,7 +120,7 @@ if want_stage 3; then
     asrtrain prepare ivectors "$data/mfcc/train" "$exp/ivectors/train" --ubm-components "$ubm_components" \
       --dim "$ivector_dim" --period "$ivector_period" --online --iters "$ivector_iters" --seed "$seed"
   done_or_run fmllr-train "$exp/fmllr/train" \
-    asrtrain prepare fmllr "$data/mfcc/train" "$exp/fmllr/train" --ali "$ali/train/ali.scp" \
+    asrtrain prepare fmllr "$data/mfcc/train" "$exp/fmllr/train" --ali "$ali/train/pdf.scp" \
       --gmm-components "$fmllr_gmm_components"
   done_or_run ivectors-test "$exp/ivectors/test" \
     asrtrain prepare ivectors "$data/mfcc/test" "$exp/ivectors/test" \
