@@ -15,7 +15,7 @@ import click
 from asrtrain.cli.options import config_option, default_of, resolved_params
 from asrtrain.distributed.config import BACKENDS, STRATEGIES, TOPOLOGIES, TRANSPORTS, DistConfig
 from asrtrain.model.config import ModelConfig
-from asrtrain.train.config import PRECISIONS, WARMUP_GRANULARITIES, TrainConfig
+from asrtrain.train.config import LR_SCHEDULES, PRECISIONS, WARMUP_GRANULARITIES, TrainConfig
 
 MODEL_SIZES = ("hidden", "layers", "proj", "dropout")
 
@@ -45,6 +45,18 @@ def _model_sizes(model_config: Path | None, options: dict[str, Any]) -> ModelCon
         sizes.update(data)
     sizes.update({k: v for k, v in options.items() if v is not None})
     return ModelConfig.from_dict(sizes)
+
+
+def _check_select(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A malformed --select is a usage error (whether it fits --valid is TrainConfig's to say)."""
+    from asrtrain.core.errors import ConfigError
+    from asrtrain.train.select import parse_selection
+
+    try:
+        parse_selection(value, has_valid=True)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--select "), ctx, param) from None
+    return value
 
 
 def _show(title: str, plan: dict[str, Any]) -> None:
@@ -77,7 +89,26 @@ def _show(title: str, plan: dict[str, Any]) -> None:
 @click.option("--warmup-granularity", type=click.Choice(WARMUP_GRANULARITIES), default=_t("warmup_granularity"),
               show_default=True, help="Raise the rate once per epoch or at every step.")
 @click.option("--anneal", type=float, default=_t("anneal"), show_default=True,
-              help="Factor per epoch after the warm-up.")
+              help="Factor per epoch after the warm-up (--lr-schedule paper).")
+@click.option("--lr-schedule", type=click.Choice(LR_SCHEDULES), default=_t("lr_schedule"), show_default=True,
+              help="paper: after the warm-up, multiply the rate by --anneal every epoch. plateau (needs "
+                   "--valid): after the warm-up keep the peak rate while each epoch's held-out loss improves "
+                   "on the best so far by more than --plateau-threshold, halve it when it does not "
+                   "(Kaldi's newbob).")
+@click.option("--plateau-threshold", type=click.FloatRange(min=0, max=1, max_open=True),
+              default=_t("plateau_threshold"), show_default=True,
+              help="Relative held-out improvement an epoch must beat to keep the rate (0.01: 1%, Kaldi's "
+                   "start_halving_impr).")
+@click.option("--plateau-stop", type=click.IntRange(min=0), default=_t("plateau_stop"),
+              help="Early stopping with --lr-schedule plateau: end training at the first plateau after the "
+                   "rate was halved this many times [never: train all --epochs].")
+@click.option("--select", type=str, default=_t("select"), show_default=True, metavar="auto|best|last|average:N",
+              callback=_check_select,
+              help="Which model becomes final.pt: best (the epoch with the lowest held-out loss), last, or "
+                   "average:N (the parameter mean of the last N epoch checkpoints, as Kaldi nnet3 averages; "
+                   "the BLSTM has no BatchNorm, so a plain mean is right). auto: best with --valid, as a "
+                   "speech recipe picks its model on held-out data (later epochs of a small corpus overfit), "
+                   "else last. The pick is logged, in metrics.jsonl, EXP/selection.json and final.pt.")
 @click.option("--momentum", type=float, default=_t("momentum"), show_default=True)
 @click.option("--nesterov/--no-nesterov", default=_t("nesterov"), show_default=True)
 @click.option("--weight-decay", type=float, default=_t("weight_decay"), show_default=True)
@@ -142,9 +173,13 @@ def train(ctx: click.Context, archive: Path, exp: Path, model_config: Path | Non
           min_learners: int | None, dry_run: bool, config: str | None, **options: Any) -> None:
     """Train the BLSTM acoustic model on ARCHIVE into the experiment directory EXP.
 
-    EXP gets config.yaml, log/, metrics.jsonl, checkpoints/epoch-N/ and final.pt.
-    The learning rate starts at --lr, rises linearly over --warmup-epochs to
-    --lr x --batch / --base-batch, then falls by --anneal per epoch.
+    EXP gets config.yaml, log/, metrics.jsonl, checkpoints/epoch-N/, final.pt and
+    selection.json. The learning rate starts at --lr, rises linearly over
+    --warmup-epochs to --lr x --batch / --base-batch, then falls by --anneal per
+    epoch, or with --lr-schedule plateau is halved whenever the held-out loss stops
+    improving. final.pt is the model --select picks: by default the epoch with the
+    lowest held-out loss when --valid is given, else the last; checkpoints it may
+    still pick are kept whatever --keep-checkpoints says.
 
     Run again, it resumes from the newest checkpoint, also on another number of
     learners. SIGTERM or SIGUSR1 make every learner finish its step, checkpoint and

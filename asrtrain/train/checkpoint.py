@@ -252,20 +252,22 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     return out
 
 
-def prune_checkpoints(exp: Path, keep: int) -> list[Path]:
+def prune_checkpoints(exp: Path, keep: int, protect: frozenset[int] = frozenset()) -> list[Path]:
     """Delete mid-epoch checkpoints older than the newest checkpoint, and all but the newest ``keep``
-    epoch checkpoints (0: keep all); return the deleted."""
+    epoch checkpoints (0: keep all) except those of the epochs in ``protect`` (the final model
+    may still be made of them: :func:`asrtrain.train.select.needed_epochs`); return the deleted."""
     found = all_checkpoints(exp)
     old = [path for key, path in found[:-1] if key[1] == 1]
     if keep > 0:
-        old += [path for _, path in list_checkpoints(exp)[:-keep]]
+        old += [path for epoch, path in list_checkpoints(exp)[:-keep] if epoch not in protect]
     for path in old:
         shutil.rmtree(path)
     return old
 
 
 def save(exp: Path, name: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer, strategy: Strategy,
-         trainer_state: dict[str, Any], own: dict[str, Any], keep: int = 0) -> tuple[Path | None, bool]:
+         trainer_state: dict[str, Any], own: dict[str, Any], keep: int = 0,
+         protect: frozenset[int] = frozenset()) -> tuple[Path | None, bool]:
     """Checkpoint ``name`` on every learner; returns its path (main learner) and whether the job stops.
 
     ``trainer_state``: the main learner's view (step, config, history, epoch,
@@ -273,7 +275,8 @@ def save(exp: Path, name: str, model: torch.nn.Module, optimizer: torch.optim.Op
     strategy (mid-epoch: its work and running totals). Each learner of several
     stages its own file (with its weights where learners' weights differ); the main
     learner seals the checkpoint with all of them, prunes, and decides whether the
-    job stops here (a preemption); every learner then reads that decision.
+    job stops here (a preemption); every learner then reads that decision. ``keep`` and
+    ``protect``: see :func:`prune_checkpoints`.
     """
     mid_epoch = trainer_state.get("mid_epoch") is not None
     strategy_state = strategy.state_dict(mid_epoch=mid_epoch)
@@ -289,7 +292,7 @@ def save(exp: Path, name: str, model: torch.nn.Module, optimizer: torch.optim.Op
     if strategy.is_main:
         path = save_checkpoint(exp, name, model, optimizer, {**trainer_state, **own, "strategy": strategy_state},
                                learners=ranks)
-        prune_checkpoints(exp, keep)
+        prune_checkpoints(exp, keep, protect)
         strategy.decide_stop(name)
     strategy.barrier()
     return path, strategy.stops(name)

@@ -25,8 +25,10 @@ from asrtrain.core.config import strict_from_dict
 from asrtrain.core.errors import ConfigError
 from asrtrain.model.config import ModelConfig
 from asrtrain.train.schedule import WARMUP_GRANULARITIES
+from asrtrain.train.select import Selection, parse_selection
 
 PRECISIONS = ("auto", "fp32", "bf16")
+LR_SCHEDULES = ("paper", "plateau")
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,10 @@ class TrainConfig:
     keep_checkpoints: int = 0        # keep only the newest N checkpoints (0: keep all)
     save_every_minutes: float | None = None  # a mid-epoch checkpoint this often (wall clock)
     save_every_steps: int | None = None      # and/or every this many steps of the main learner
+    lr_schedule: str = "paper"       # "paper": anneal every epoch; "plateau": halve on a held-out plateau
+    plateau_threshold: float = 0.01  # plateau: relative held-out improvement that keeps the rate (Kaldi's 1%)
+    plateau_stop: int | None = None  # plateau: end training at a plateau after this many halvings (None: never)
+    select: str = "auto"             # final.pt: auto (best with a held-out set, else last), last, best, average:N
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "archive", Path(self.archive))
@@ -96,10 +102,26 @@ class TrainConfig:
              f"--save-every must be a positive number of minutes, got {self.save_every_minutes}"),
             (self.save_every_steps is None or self.save_every_steps >= 1,
              f"--save-every-steps must be at least 1, got {self.save_every_steps}"),
+            (self.lr_schedule in LR_SCHEDULES, f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)}, "
+                                               f"got {self.lr_schedule!r}"),
+            (self.lr_schedule != "plateau" or self.valid is not None,
+             "--lr-schedule plateau needs --valid: it halves the rate when the held-out loss stops improving"),
+            (0 <= self.plateau_threshold < 1,
+             f"--plateau-threshold must be in [0, 1), got {self.plateau_threshold}"),
+            (self.plateau_stop is None or self.plateau_stop >= 0,
+             f"--plateau-stop must be >= 0, got {self.plateau_stop}"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        chosen = self.selection
+        if chosen.rule == "average" and chosen.n > self.epochs:
+            raise ConfigError(f"--select {chosen} averages {chosen.n} epochs, but --epochs is {self.epochs}")
+
+    @property
+    def selection(self) -> Selection:
+        """``select`` parsed, ``auto`` resolved: best with a held-out set, last without."""
+        return parse_selection(self.select, self.valid is not None)
 
     def per_learner_batch(self, world_size: int) -> int:
         """Chunks per step on one learner: the effective batch split evenly."""

@@ -122,7 +122,10 @@ def epoch_summary(row: dict[str, Any]) -> str:
 
 
 def _kept(row: dict[str, Any], epochs_done: int, step: int | None) -> bool:
-    """Rows written before the checkpoint a run resumes from: epochs done, and steps up to its step."""
+    """Rows written before the checkpoint a run resumes from: epochs done, and steps up to its step.
+    The final model's selection row goes: the resumed run writes its own at its end."""
+    if row.get("kind") == "select":
+        return False
     if row.get("kind") != "epoch" and step is not None and "step" in row:
         return int(row["step"]) <= step
     return int(row.get("epoch", 0)) <= epochs_done

@@ -51,6 +51,7 @@ class Restored:
     history: list[dict[str, Any]]
     mid_epoch: int | None = None         # the epoch in progress, for a mid-epoch checkpoint
     totals: list[float] | None = None    # this learner's running totals of that epoch
+    lr_state: dict[str, Any] | None = None  # the plateau schedule's decisions so far (None: not recorded)
 
 
 def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, strategy: Strategy,
@@ -84,7 +85,7 @@ def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     log.info("resuming from %s (%d epoch(s) done%s, step %d)", path, trainer["epoch"],
              f", epoch {trainer['mid_epoch']} in progress" if trainer.get("mid_epoch") else "", own["step"])
     return Restored(path, int(own["step"]), int(trainer["epoch"]), list(trainer.get("history", [])),
-                    trainer.get("mid_epoch"), own.get("epoch_totals"))
+                    trainer.get("mid_epoch"), own.get("epoch_totals"), trainer.get("lr_state"))
 
 
 def _ranks(trainer: dict[str, Any]) -> list[int]:

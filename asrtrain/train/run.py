@@ -20,6 +20,7 @@ from asrtrain.distributed.entry import layout_plan, run_job
 from asrtrain.distributed.logs import parent_spec
 from asrtrain.train.config import TrainConfig
 from asrtrain.train.hooks import Hooks
+from asrtrain.train.plateau import Plateau
 from asrtrain.train.resume import describe
 from asrtrain.train.schedule import LRSchedule
 from asrtrain.train.trainer import TrainResult, train
@@ -49,6 +50,20 @@ def _save_policy(cfg: TrainConfig) -> str:
     return ("every " + " or ".join(every) if every else "none") + "; on SIGTERM/SIGUSR1 one, then exit 75"
 
 
+def _rates(cfg: TrainConfig) -> str:
+    """The rate by epoch (paper), or the warm-up's rates and the plateau rule."""
+    schedule = LRSchedule.from_config(cfg)
+    if cfg.lr_schedule == "paper":
+        return ", ".join(f"{v:.4g}" for v in schedule.table(cfg.epochs))
+    warm = schedule.table(min(cfg.warmup_epochs, cfg.epochs)) if cfg.warmup_epochs > 1 else []
+    head = f"warm-up {', '.join(f'{v:.4g}' for v in warm)}; then " if warm else ""
+    return head + Plateau.from_config(cfg).describe()
+
+
+_SELECT = {"last": "the last epoch's model", "best": "the epoch with the lowest held-out loss",
+           "average": "the mean of the last {n} epoch checkpoints' weights"}
+
+
 def plan(cfg: TrainConfig, dist_cfg: DistConfig) -> dict[str, Any]:
     """What ``run`` would do, without starting anything (``asrtrain train --dry-run``)."""
     archive = open_archive(cfg.archive, "training")
@@ -69,7 +84,9 @@ def plan(cfg: TrainConfig, dist_cfg: DistConfig) -> dict[str, Any]:
         "batch (chunks)": cfg.batch, "batch_per_learner": per, "effective_batch": per * world,
         "super_learner_batch": per * size, "steps/epoch": math.ceil(archive.num_chunks / cfg.batch),
         "epochs": cfg.epochs, "peak lr": schedule.peak_lr,
-        "lr by epoch": ", ".join(f"{v:.4g}" for v in schedule.table(cfg.epochs)),
+        "lr schedule": cfg.lr_schedule,
+        "lr by epoch": _rates(resolved),
+        "final model (--select)": f"{cfg.selection}: {_SELECT[cfg.selection.rule].format(n=cfg.selection.n)}",
         "resume from": describe(cfg.exp, world, dist_cfg.strategy, size) if cfg.resume else "no (--no-resume)",
         "mid-epoch checkpoints": _save_policy(cfg),
     })

@@ -5,9 +5,13 @@ step each (logits → summed frame cross-entropy over the real frames → divide
 strategy's denominator → backward → clipping → SGD → the strategy's after-step),
 pausing at a step boundary for a mid-epoch checkpoint when one is due → the
 strategy's end of epoch (agree on the end, average weights) → held-out evaluation
-(:mod:`asrtrain.train.validate`) → the epoch row (:mod:`asrtrain.train.metrics`) →
-the checkpoint (:mod:`asrtrain.train.checkpoint`). The strategy is the only thing
-that differs between one learner and many; the loop never asks which it has.
+(:mod:`asrtrain.train.validate`) → the rate's decision for the next epoch under
+``--lr-schedule plateau`` (:mod:`asrtrain.train.plateau`; it may end training) → the
+epoch row (:mod:`asrtrain.train.metrics`) → the checkpoint
+(:mod:`asrtrain.train.checkpoint`, keeping those ``--select`` may still pick). At the
+end the main learner writes ``final.pt`` from the model ``--select`` picks
+(:mod:`asrtrain.train.select`). The strategy is the only thing that differs between
+one learner and many; the loop never asks which it has.
 
 The step never waits for the device: its figures stay there (:mod:`asrtrain.train.device`)
 and are read every ``log_every`` steps and at the epoch's end. A non-finite loss or
@@ -19,6 +23,8 @@ every learner finish its step, checkpoint, and stop with :class:`Preempted`.
 from __future__ import annotations
 
 import contextlib
+import copy
+import json
 import logging
 import math
 import time
@@ -28,6 +34,7 @@ from typing import Any
 
 import torch
 
+from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import AsrtrainError, Preempted
 from asrtrain.data.loader import ChunkLoader
 from asrtrain.distributed.base import Strategy
@@ -38,14 +45,17 @@ from asrtrain.train.config import TrainConfig
 from asrtrain.train.device import DeviceBatch, StepFigures, ahead
 from asrtrain.train.hooks import Hooks
 from asrtrain.train.metrics import EpochBar, MetricsLog, StepWindow, epoch_row, epoch_summary
+from asrtrain.train.plateau import Plateau, PlateauState
 from asrtrain.train.resume import restore
 from asrtrain.train.schedule import LRSchedule
+from asrtrain.train.select import Pick, needed_epochs, pick, selected_state
 from asrtrain.train.step import autocast, autocast_dtype, frame_loss
 from asrtrain.train.validate import (
     archive_dims,
     check_batch,
     held_out,
     held_out_row,
+    main_value,
     open_archive,
     open_held_out,
 )
@@ -83,6 +93,9 @@ class Trainer:
         self.device = torch.device(self.strategy.device)
         self.dtype = autocast_dtype(self.cfg.precision, self.device)
         self.schedule = LRSchedule.from_config(self.cfg)
+        self.plateau = Plateau.from_config(self.cfg) if self.cfg.lr_schedule == "plateau" else None
+        self.plateau_state = PlateauState()
+        self.selection = self.cfg.selection
         self.saves = checkpoint.SaveClock(self.cfg.save_every_minutes, self.cfg.save_every_steps)
         torch.manual_seed(self.cfg.seed)  # identical initial weights on every learner
         self.model = BLSTM(self.cfg.model)
@@ -115,6 +128,22 @@ class Trainer:
         if done is not None:
             self.step, self.start_epoch = done.step, done.epochs_done + 1
             self.history, self.last_good, self._resumed_totals = done.history, done.path, done.totals
+            self.plateau_state = self._restored_plateau(done.lr_state)
+
+    def _restored_plateau(self, saved: dict[str, Any] | None) -> PlateauState:
+        """The plateau decisions taken so far: as the checkpoint recorded them, else replayed from
+        the held-out losses of its history (a checkpoint of a run under the paper's schedule)."""
+        if saved is not None:
+            return PlateauState.from_dict(saved)
+        if self.plateau is None:
+            return PlateauState()
+        return self.plateau.replay(row.get("valid_loss") for row in self.history)
+
+    def lr(self, epoch: int, fraction: float = 0.0) -> float:
+        """The rate of ``epoch`` after ``fraction`` of it: the paper's, or the plateau schedule's so far."""
+        if self.plateau is None:
+            return self.schedule.lr(epoch, fraction)
+        return self.plateau.lr(epoch, fraction, self.plateau_state)
 
     # ----- the loop ------------------------------------------------------------------------
     def fit(self, hooks: Hooks | None = None) -> TrainResult:
@@ -127,22 +156,47 @@ class Trainer:
         hooks.start(self)
         try:
             for epoch in range(self.start_epoch, cfg.epochs + 1):
+                if self.plateau_state.stop:
+                    break  # a resumed run that the plateau schedule had already ended
                 *totals, seconds = self.train_epoch(net, epoch, hooks)
                 strategy.end_epoch(self.model, epoch)
                 if self.valid is not None:
                     totals += held_out(self.model, self.valid, strategy, cfg.valid_batch, self.device, self.dtype)
                 sums = strategy.all_sum(totals)
-                row = epoch_row(epoch, self.step, self.schedule.lr(epoch), sums[:4], seconds)
+                row = epoch_row(epoch, self.step, self.lr(epoch), sums[:4], seconds)
                 if self.valid is not None:
                     row.update(held_out_row(sums[4:]))
-                self.end_epoch(epoch, row, stop_after=epoch < cfg.epochs)
+                    row["valid_loss"] = main_value(strategy, row["valid_loss"])
+                self.decide_rate(epoch, row)
+                self.end_epoch(epoch, row, stop_after=epoch < cfg.epochs and not self.plateau_state.stop)
                 hooks.end_epoch(self, row)
             final = self._write_final() if strategy.is_main else None
         finally:
             if self.metrics is not None:
                 self.metrics.close()
         return TrainResult(exp=cfg.exp, final_path=final, start_epoch=self.start_epoch,
-                           epochs_done=cfg.epochs, steps=self.step, history=list(self.history))
+                           epochs_done=self.epochs_done, steps=self.step, history=list(self.history))
+
+    @property
+    def epochs_done(self) -> int:
+        """Epochs trained so far (fewer than asked for when the plateau schedule stopped early)."""
+        return int(self.history[-1]["epoch"]) if self.history else self.start_epoch - 1
+
+    def decide_rate(self, epoch: int, row: dict[str, Any]) -> None:
+        """Plateau schedule: fold the epoch's held-out loss into the decisions; the row says what they are."""
+        if self.plateau is None:
+            return
+        self.plateau_state = state = self.plateau.advance(self.plateau_state, epoch, row.get("valid_loss"))
+        row.update(lr_decision=state.decision, lr_halvings=state.halvings)
+        if state.stop:
+            log.info("epoch %d: held-out loss %.4f did not improve after %d halving(s) of the rate: "
+                     "training ends here (--plateau-stop %s)", epoch, row["valid_loss"], state.halvings,
+                     self.cfg.plateau_stop)
+        elif epoch < self.cfg.epochs:
+            row["lr_next"] = self.lr(epoch + 1)
+            log.info("epoch %d: held-out loss %.4f (best %.4f): %s, rate for epoch %d: %.4g",
+                     epoch, row["valid_loss"], state.best if state.best is not None else math.nan,
+                     state.decision, epoch + 1, row["lr_next"])
 
     def train_epoch(self, net: torch.nn.Module, epoch: int, hooks: Hooks) -> list[float]:
         """Every batch the strategy serves this learner; returns [loss, frames, correct, steps, seconds]."""
@@ -155,7 +209,7 @@ class Trainer:
                 paused = False
                 with contextlib.closing(self.strategy.batches(self.loader, epoch)) as batches:
                     for batch in ahead(batches, self.device):
-                        lr = self.schedule.lr(epoch, totals[3] * self.cfg.batch / max(self.archive.num_chunks, 1))
+                        lr = self.lr(epoch, totals[3] * self.cfg.batch / max(self.archive.num_chunks, 1))
                         hooks.before_step(self, self.step + 1)
                         self.train_step(net, batch, lr)
                         hooks.after_step(self, batch.x, batch.y, lr)
@@ -228,9 +282,11 @@ class Trainer:
         self._save(checkpoint.checkpoint_name(epoch), {"epoch": epoch}, {}, stop_after)
 
     def _save(self, name: str, where: dict[str, Any], own: dict[str, Any], stop_after: bool) -> None:
-        state = {"step": self.step, "config": self.cfg.to_dict(), "history": self.history, **where}
+        state = {"step": self.step, "config": self.cfg.to_dict(), "history": self.history,
+                 "lr_state": self.plateau_state.to_dict(), **where}
         path, stop = checkpoint.save(self.cfg.exp, name, self.model, self.optimizer, self.strategy, state, own,
-                                     keep=self.cfg.keep_checkpoints)
+                                     keep=self.cfg.keep_checkpoints,
+                                     protect=frozenset(needed_epochs(self.selection, self.history)))
         self.last_good = path or self.last_good
         self.saves.reset(self.step)
         if stop and stop_after:
@@ -239,12 +295,32 @@ class Trainer:
 
     # ----- around the loop -----------------------------------------------------------------
     def _write_final(self) -> Path:
-        meta = {"train_config": self.cfg.to_dict(), "epochs": self.cfg.epochs, "steps": self.step,
+        """``final.pt`` from the model ``--select`` picks, and the pick in the metrics and ``selection.json``."""
+        chosen = pick(self.selection, self.history)
+        meta = {"train_config": self.cfg.to_dict(), "epochs": self.epochs_done, "steps": self.step,
                 "history": self.history, "archive_header": self.archive.header,
-                "tree_id": self.archive.header.get("tree_id")}
-        path = save_final(self.cfg.exp / "final.pt", self.model, self.archive.priors, self.archive.layout, meta)
-        log.info("final model written to %s", path)
+                "tree_id": self.archive.header.get("tree_id"), "select": chosen.to_dict(),
+                "lr_schedule": {"schedule": self.cfg.lr_schedule, **self.plateau_state.to_dict()}}
+        path = save_final(self.cfg.exp / "final.pt", self._selected_model(chosen), self.archive.priors,
+                          self.archive.layout, meta)
+        self._record_pick(chosen)
+        log.info("%s; written to %s", chosen.describe(self.epochs_done), path)
         return path
+
+    def _selected_model(self, chosen: Pick) -> BLSTM:
+        """This learner's model (``last``), or a copy holding the picked checkpoints' (mean) weights."""
+        if self.selection.rule == "last":
+            return self.model
+        model = copy.deepcopy(self.model)
+        model.load_state_dict(selected_state(self.cfg.exp, chosen))
+        return model
+
+    def _record_pick(self, chosen: Pick) -> None:
+        """The pick as a ``select`` row of ``metrics.jsonl`` and as ``EXP/selection.json``."""
+        record = {**chosen.to_dict(), "epochs_done": self.epochs_done, "stopped_early": self.plateau_state.stop}
+        if self.metrics is not None:
+            self.metrics.write("select", epoch=self.epochs_done, step=self.step, **record)
+        write_text(self.cfg.exp / "selection.json", json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
 def train(cfg: TrainConfig, strategy: Strategy | None = None, hooks: Hooks | None = None) -> TrainResult:

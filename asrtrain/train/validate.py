@@ -95,6 +95,18 @@ def held_out(model: nn.Module, archive: Archive, strategy: Strategy, batch: int,
     return slots
 
 
+def main_value(strategy: Strategy, value: float) -> float:
+    """The main learner's ``value`` on every learner, bit for bit, for decisions all must share.
+
+    The others add 0.0, and a sum of one number and zeros is that number exactly in
+    whatever order the allreduce adds, so no learner can decide on a value rounded
+    differently (or, without a global average, on its own weights' loss).
+    """
+    if strategy.world_size == 1:
+        return value
+    return strategy.all_sum([value if strategy.is_main else 0.0])[0]
+
+
 def figures(sums: list[float]) -> dict[str, float]:
     """Loss per real frame and frame accuracy from :func:`evaluate`'s (summed) totals."""
     loss_sum, frames, correct = sums
