@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from asrtrain.cli.options import POSITIVE, config_option, resolved_params
-from asrtrain.decode.grid import DEFAULT_WIP
+from asrtrain.decode.grid import DEFAULT_LMWT, DEFAULT_WIP
 
 
 @click.command()
@@ -22,7 +22,7 @@ from asrtrain.decode.grid import DEFAULT_WIP
 @click.option("--beam", type=POSITIVE, default=13.0, show_default=True, help="Decoding beam.")
 @click.option("--max-active", type=click.IntRange(1), default=7000, show_default=True,
               help="Most active states per frame.")
-@click.option("--lmwt", default="8:15", show_default=True,
+@click.option("--lmwt", default=DEFAULT_LMWT, show_default=True,
               help="LM weights (A:B, A,B,C or one number): one hypothesis file per weight, "
                    "decoded with acoustic scale 1/weight.")
 @click.option("--wip", default=DEFAULT_WIP, show_default=True,

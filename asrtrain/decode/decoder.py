@@ -27,8 +27,10 @@ from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.core.textio import read_lines
 from asrtrain.decode.graph_dir import GraphInfo, load_tid2pdf
 from asrtrain.decode.grid import (
+    DEFAULT_LMWT,
     DEFAULT_WIP,
     lmwt_name,
+    parse_lmwt,
     parse_wip,
     setting_name,
     settings,
@@ -51,7 +53,7 @@ class DecodeConfig:
     acwt: float = 0.1
     beam: float = 13.0
     max_active: int = 7000
-    lmwts: list[float] = field(default_factory=lambda: [float(w) for w in range(8, 16)])
+    lmwts: list[float] = field(default_factory=lambda: parse_lmwt(DEFAULT_LMWT, 0.1))
     wips: list[float] = field(default_factory=lambda: parse_wip(DEFAULT_WIP))
     text: Path | None = None
     tid2pdf: Path | None = None

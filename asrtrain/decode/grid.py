@@ -14,6 +14,8 @@ import re
 
 from asrtrain.core.errors import ConfigError
 
+#: ``--lmwt`` when none is given (Kaldi's ``local/score.sh`` sweeps 7..17 on real speech).
+DEFAULT_LMWT = "8:15"
 #: ``--wip`` when none is given: penalty 0 only, i.e. the outputs of a decode without one.
 DEFAULT_WIP = "0.0"
 

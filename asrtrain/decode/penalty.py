@@ -34,9 +34,8 @@ def add_word_penalty(buf: bytearray, wip: float) -> int:
     layout = const_layout(bytes(buf[:256]))
     arcs = np.frombuffer(buf, dtype=ARC, count=layout.num_arcs, offset=layout.arcs_at)
     words = arcs["ol"] != 0
-    weights = arcs["w"]
+    weights = arcs["w"]  # a view: the add writes into buf
     weights[words] += np.float32(wip)
-    arcs["w"] = weights
     (props,) = struct.unpack_from("<Q", buf, layout.props_at)
     struct.pack_into("<Q", buf, layout.props_at, props & ~WEIGHT_PROPERTIES)
     return int(words.sum())
@@ -48,11 +47,12 @@ def const_bytes(path: Path, workdir: Path) -> bytearray:
     if fst_type(path) == "const":
         buf = bytearray(path.read_bytes())
         layout = const_layout(bytes(buf[:256]))
-        if layout.arcs_at + layout.num_arcs * ARC.itemsize > len(buf):
-            raise InputError("OpenFst cannot read this const FST: truncated or corrupt?", path)
         if layout.flags == 0:
+            if layout.arcs_at + layout.num_arcs * ARC.itemsize > len(buf):
+                raise InputError("OpenFst cannot read this const FST: truncated or corrupt?",
+                                 path)
             return buf
-        del buf
+        del buf  # symbol tables or alignment: let OpenFst rewrite it plain
     import kaldifst
 
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from asrtrain.cli.main import cli
-from asrtrain.core.errors import ConfigError
+from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.decode.decoder import DecodeConfig, decode
 from asrtrain.decode.grid import parse_setting, parse_wip, wip_name
 from asrtrain.decode.penalty import add_word_penalty, const_bytes, penalized_hclg
@@ -106,3 +106,11 @@ def test_cli_wip(mini_lang_dec, tmp_path):
                                                                              "10_0.5.txt"]
     res = CliRunner().invoke(cli, [*base, "--wip", "x"])
     assert res.exit_code == 2 and "expected a number or a list A,B,C" in res.output
+
+
+def test_a_truncated_graph_is_named(mini_lang_dec, tmp_path):
+    hclg = tmp_path / "HCLG.fst"
+    data = (mini_lang_dec / "graph" / "HCLG.fst").read_bytes()
+    hclg.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match=f"{hclg}: OpenFst cannot read this const FST"):
+        penalized_hclg(hclg, 0.5, tmp_path / "work")
