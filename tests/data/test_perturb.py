@@ -152,3 +152,26 @@ def test_yesno_frames_scale_with_speed(tmp_path: Path) -> None:
         for speed in (0.9, 1.1):
             assert abs(frames[f"sp{speed}-{utt}"] - frames[utt] / speed) <= 1.5, (utt, speed)
 
+
+
+@pytest.mark.skipif(not yesno_wavs(), reason="Kaldi's yesno corpus not found (set "
+                    "ASRTRAIN_YESNO to the waves_yesno dir, or put it in /work/shared/data/yesno)")
+@needs_sox
+def test_yesno_segments_scale_with_speed(tmp_path: Path) -> None:
+    """Segments of a perturbed recording cut the same speech: frames about original / speed."""
+    from asrtrain.data.features import FeatureConfig, make_features
+    from asrtrain.data.kaldi_dir import read_utt2num_frames
+
+    data = yesno_dir(tmp_path / "data", 1)
+    reco = next(iter(read_table(data / "wav.scp")))
+    (data / "segments").write_text(f"r-a {reco} 0.5 2.5\nr-b {reco} 3 -1\n")
+    (data / "text").write_text("r-a YES\nr-b NO\n")
+    (data / "utt2spk").write_text("r-a r\nr-b r\n")
+    (data / "spk2utt").write_text("r r-a r-b\n")
+    perturb_dir(data, tmp_path / "sp", parse_speeds("0.9,1.0,1.1"))
+    make_features(tmp_path / "sp", tmp_path / "mfcc", FeatureConfig(type="mfcc", sample_rate=8000))
+    frames = read_utt2num_frames(tmp_path / "mfcc" / "utt2num_frames")
+    assert frames["r-a"] == 198  # 2 s at 8 kHz: 1 + (16000 - 200) // 80
+    for utt in ("r-a", "r-b"):
+        for speed in (0.9, 1.1):
+            assert abs(frames[f"sp{speed}-{utt}"] - frames[utt] / speed) <= 1.5, (utt, speed)
