@@ -4,8 +4,10 @@ Step rows (``"kind": "step"``): step, epoch, lr, mean training loss over the
 last K steps, real (unpadded) frames per second of this learner (:class:`StepWindow`). Epoch rows
 (``"kind": "epoch"``): the epoch's training loss and frame accuracy summed over
 all learners, the held-out loss and frame accuracy, the learning rate and the
-wall time. On resume the rows after the checkpoint (written by the killed run)
-are dropped, so the file reads as if the run had never stopped.
+wall time (under ``--lr-schedule plateau`` also the rate's decision for the next
+epoch). The last row (``"kind": "select"``) says which epoch(s) ``final.pt`` was made
+of (``--select``). On resume the rows after the checkpoint (written by the killed
+run) and the select row are dropped, so the file reads as if the run had never stopped.
 """
 
 from __future__ import annotations
