@@ -14,6 +14,7 @@ PREPARE_COMMANDS = {
     "fmllr": "asrtrain.cli.prepare_fmllr:fmllr",
     "lang": "asrtrain.cli.prepare_lang:lang",
     "align": "asrtrain.cli.prepare_align:align",
+    "sizes": "asrtrain.cli.prepare_sizes:sizes",
     "perturb": "asrtrain.cli.prepare_perturb:perturb",
     "subset": "asrtrain.cli.prepare_subset:subset",
     "check-dirs": "asrtrain.cli.prepare_check_dirs:check_dirs",

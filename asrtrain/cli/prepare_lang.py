@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from asrtrain.cli.options import config_option, resolved_params
-from asrtrain.lang.pdf_ali import TARGETS
+from asrtrain.lang.targets import TARGETS
 
 
 @click.command()

@@ -18,15 +18,10 @@ import numpy as np
 from asrtrain.core.errors import InputError
 from asrtrain.core.textio import read_lines
 from asrtrain.lang.hmm import Alignment, FrameAlignment, as_frames
+from asrtrain.lang.targets import uses_states
 from asrtrain.lang.tree import ContextTree
 
 log = logging.getLogger("asrtrain.lang.pdf_ali")
-
-#: Where the HMM states of the targets come from: ``auto`` takes the aligner's states
-#: where a split has ``state.scp`` and splits evenly where not; ``states`` requires them;
-#: ``even`` ignores them (the split every phone-only alignment gets).
-TARGETS = ("auto", "states", "even")
-
 
 def phone_to_pdf(item: Alignment, tree: ContextTree, utt: str = "?", cuts: Sequence[int] = ()
                  ) -> np.ndarray:
@@ -61,17 +56,6 @@ def read_ctm_cuts(ctm: Path, frame_shift: float = 0.01, centre: float = 0.0125
             raise InputError(f"line {n}: expected 'utt channel start dur phone'", ctm) from None
         cuts.setdefault(parts[0], []).append(max(0, math.ceil((start - centre) / frame_shift - 1e-6)))
     return cuts
-
-
-def uses_states(ali_dir: Path, split: str, targets: str) -> bool:
-    """Whether a split's targets follow the aligner's states (``targets``: :data:`TARGETS`)."""
-    if targets not in TARGETS:
-        raise InputError(f"targets must be one of {', '.join(TARGETS)}, got {targets!r}")
-    scp = Path(ali_dir) / split / "state.scp"
-    if targets == "states" and not scp.exists():
-        raise InputError("targets 'states' need the aligner's HMM states; not found "
-                         "(phone-only alignments take targets 'even' or 'auto')", scp)
-    return targets != "even" and scp.exists()
 
 
 def read_split(ali_dir: Path, split: str, targets: str = "auto") -> Iterator[FrameAlignment]:

@@ -31,7 +31,8 @@ from asrtrain.lang.lexicon import (
     write_symbols,
 )
 from asrtrain.lang.lm import estimate, parse_min_count, perplexity, write_arpa
-from asrtrain.lang.pdf_ali import read_split, uses_states, write_pdf_alignments
+from asrtrain.lang.pdf_ali import read_split, write_pdf_alignments
+from asrtrain.lang.targets import uses_states
 from asrtrain.lang.tree import build_tree, pdf_table_text
 
 log = logging.getLogger("asrtrain.lang")

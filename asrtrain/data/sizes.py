@@ -1,0 +1,89 @@
+"""Recipe sizes that scale with the corpus: the one rule ``recipes/custom`` follows.
+
+A user's corpus can be three minutes (yesno) or a thousand hours, and the sizes that
+suit one ruin the other: 5,000 tree leaves on 40 minutes leave a few frames per leaf, a
+paper-sized BLSTM overfits in two epochs. The rule scales each size with the hours h of
+training speech, anchored to what was measured or what Kaldi's recipes use:
+
+- alignment ladder: tree leaves ≈ 1200·h^0.35 (1,000 on the demo's 0.74 h; Kaldi's
+  mini_librispeech, 5 h, uses 2,000-2,500; LibriSpeech 960 h 5,000-7,000), Gaussians
+  6 per leaf as Kaldi's recipes (2,000/10,000 ... 5,000/100,000) but at least 45 frames
+  each; monophones 1,000 Gaussians (Kaldi's default) or fewer on tiny corpora;
+- the hybrid's tree ≈ 400·h^0.6 pdfs (300 on 0.74 h; ≈ 38k at 2,000 h: the papers'
+  SWB-2000 softmax has 32,000);
+- the BLSTM: 3×160 below 2 h (the demo), 4×320 below 20 h, 5×512 below 200 h, the
+  papers' 6×512 beyond; 12 epochs with the model picked on held-out loss (16 beyond 200 h,
+  the papers'); batch 128 at rate 0.5 below 20 h (the demo's), the papers' 256 at 0.1
+  beyond;
+- adaptation: UBM and fMLLR GMM of 64 Gaussians below 2 h, 256 beyond; i-vectors 100;
+- LM order from the LM text's tokens: 2 below 20k, 3 below 2M, 4 beyond.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_lines
+
+FRAMES_PER_HOUR = 360_000
+
+
+def _clip(x: float, lo: int, hi: int, step: int = 10) -> int:
+    return int(min(hi, max(lo, step * round(x / step))))
+
+
+def recipe_sizes(frames: int, lm_tokens: int | None = None) -> dict[str, int | float]:
+    """The sizes for ``frames`` 10-ms frames of training speech (and an LM text of
+    ``lm_tokens`` words)."""
+    if frames <= 0:
+        raise InputError("no training frames: cannot size the recipe")
+    h = frames / FRAMES_PER_HOUR
+    leaves = _clip(1200 * h ** 0.35, 50, 7000)
+    small, medium, large = h < 2, h < 20, h < 200
+    hidden, layers = (160, 3) if small else (320, 4) if medium else (512, 5) if large else (512, 6)
+    sizes: dict[str, int | float] = {
+        "hours": round(h, 3),
+        "ali_mono_gauss": _clip(min(1000, frames / 90), 30, 1000),
+        "ali_leaves": leaves,
+        "ali_gauss": _clip(min(6 * leaves, frames / 45), leaves, 200_000),
+        "num_pdfs": _clip(400 * h ** 0.6, 30, 40_000),
+        "hidden": hidden, "layers": layers, "proj": hidden // 2,
+        "epochs": 12 if large else 16,
+        "batch": 128 if medium else 256, "base_batch": 128 if medium else 256,
+        "lr": 0.5 if medium else 0.1,
+        "ubm_components": 64 if small else 256,
+        "fmllr_gmm_components": 64 if small else 256,
+        "ivector_dim": 100,
+    }
+    if lm_tokens is not None:
+        sizes["lm_order"] = 2 if lm_tokens < 20_000 else 3 if lm_tokens < 2_000_000 else 4
+    return sizes
+
+
+def count_frames(feats_dir: Path) -> tuple[int, int]:
+    """``(frames, utterances)`` of a features dir, from its ``utt2num_frames``."""
+    path = Path(feats_dir) / "utt2num_frames"
+    frames = utts = 0
+    for n, line in enumerate(read_lines(path), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 2 or not parts[1].isdigit():
+            raise InputError(f"line {n}: expected 'utt frames'", path)
+        frames += int(parts[1])
+        utts += 1
+    return frames, utts
+
+
+def count_tokens(text: Path) -> int:
+    """Words of an LM text (one sentence a line)."""
+    return sum(len(line.split()) for line in read_lines(text))
+
+
+def shell_lines(sizes: dict[str, int | float]) -> str:
+    """``name=value`` lines a recipe can source."""
+    def fmt(v: int | float) -> str:
+        return repr(v) if isinstance(v, float) and not math.isinf(v) else str(v)
+    return "".join(f"{k}={fmt(v)}\n" for k, v in sizes.items())

@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# Your own corpus from the WAVs to a WER, in one recipe: Kaldi data dirs (wav.scp, text,
+# utt2spk; segments and sox pipes in wav.scp allowed), a Kaldi dict dir and an LM text.
+#
+#   ./run.sh --train DIR --test DIR --dict DIR --lm-text FILE [--dev DIR] [--sample-rate N]
+#
+# Aligned from nothing (prepare align: mono -> tri -> LDA+MLLT -> SAT, targets at its HMM
+# states), i-vectors and fMLLR, lang and HCLG, archives, the BLSTM (final.pt picked by dev
+# loss), a decode of dev and test over LM weights and insertion penalties, the setting
+# picked on dev. The last line printed is the test set's WER at that setting.
+#
+# Without --dev, a few training speakers are held out as dev (deterministically; the log
+# names them). Without a test text, the test set is transcribed, not scored. Sizes (tree,
+# Gaussians, BLSTM, epochs, LM order) left at 'auto' follow the corpus (asrtrain prepare
+# sizes; data/sizes.sh says what they became); any --name value overrides one.
+# --speed-perturb true trains on 0.9/1.0/1.1 copies of the training data (Kaldi's 3-way).
+#
+# Stages: 0 data dirs, 1 features and sizes, 2 alignments, 3 i-vectors and fMLLR,
+#         4 lang and graph, 5 archives, 6 train, 7 decode, 8 score.
+# New recordings, once trained:  ./transcribe.sh --data DIR --out DIR
+set -euo pipefail
+cd "$(dirname "$0")"
+
+help_message="Usage: $0 --train DIR --test DIR --dict DIR --lm-text FILE [--dev DIR] [--sample-rate N] [--option value ...]"
+
+# --- inputs ---
+train=
+dev=
+test=
+dict=
+lm_text=
+sample_rate=16000
+# --- run ---
+stage=0
+stop_stage=8
+force=false
+data=data
+exp=exp
+seed=0
+nj=2
+# dev held out of train when --dev is not given: speakers, auto = 1 in 15 (1 to 10)
+dev_speakers=auto
+speed_perturb=false
+# features
+mfcc_bins=23
+dither=1
+# sizes: auto follows the corpus (asrtrain/data/sizes.py), a number overrides
+ali_mono_gauss=auto
+ali_leaves=auto
+ali_gauss=auto
+num_pdfs=auto
+hidden=auto
+layers=auto
+proj=auto
+epochs=auto
+batch=auto
+base_batch=auto
+lr=auto
+ubm_components=auto
+fmllr_gmm_components=auto
+ivector_dim=auto
+lm_order=auto
+# alignment ladder
+ali_stages=mono,tri,lda,sat
+mono_utts=0
+mono_iters=25
+ali_iters=15
+ali_max_lost=0.05
+# i-vectors
+ivector_period=10
+ivector_iters=4
+# archives and training (the paper's 21-frame chunks; final.pt by dev loss)
+chunk=21
+warmup_epochs=1
+select=best
+lr_schedule=paper
+strategy=h-adpsgd
+nproc=4
+group_size=2
+# decoding: LM weights and word insertion penalties swept on dev and test, picked on dev
+lmwt=6,8,10,12,14,16,18
+wip=0.0,0.5,1.0
+beam=13
+max_active=7000
+
+. ../utils/parse_options.sh
+. ./path.sh
+. ./cmd.sh
+. ../utils/stage.sh
+
+die() { echo "$0: $*" >&2; exit 2; }
+for opt in train test dict lm_text; do
+  [ -n "${!opt}" ] || die "--${opt//_/-} is required ($help_message)"
+done
+[ -d "$train" ] || die "--train $train: not a directory"
+[ -d "$test" ] || die "--test $test: not a directory"
+[ -d "$dict" ] || die "--dict $dict: not a directory"
+[ -f "$lm_text" ] || die "--lm-text $lm_text: not a file"
+[ -z "$dev" ] || [ -d "$dev" ] || die "--dev $dev: not a directory"
+case "$speed_perturb" in true|false) ;; *) die "--speed-perturb must be true or false" ;; esac
+
+lang=$data/lang
+ali=$exp/ali
+archives=$data/archives
+model=$exp/blstm
+group_opt=()   # super-learners exist only in H-ADPSGD
+if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
+has_text() { [ -s "$1/text" ]; }
+declare -i stage_start=$SECONDS
+took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_start=$SECONDS; }
+
+# the data dirs the stages read: train (dev held out of it, then perturbed, as asked), dev, test
+base_train=$train; dev_dir=$dev
+if [ -z "$dev" ]; then base_train=$data/train; dev_dir=$data/dev; fi
+train_dir=$base_train
+if [ "$speed_perturb" = true ]; then train_dir=$data/train_sp; fi
+splits=(train dev test)
+src() { case "$1" in train) echo "$train_dir" ;; dev) echo "$dev_dir" ;; test) echo "$test" ;; esac; }
+
+if want_stage 0; then
+  echo "=== stage 0: data dirs (train $train, dev ${dev:-held out of train}, test $test)"
+  if [ -z "$dev" ]; then
+    n=$dev_speakers
+    if [ "$n" = auto ]; then
+      s=$(cut -d' ' -f1 "$train/spk2utt" | wc -l)
+      [ "$s" -ge 2 ] || die "$train has $s speaker(s): give a dev set (--dev DIR)"
+      n=$(( s / 15 )); [ "$n" -ge 1 ] || n=1; [ "$n" -le 10 ] || n=10
+    fi
+    done_or_run subset "$data/dev" \
+      asrtrain prepare subset "$train" "$data/train" "$data/dev" --dev-speakers "$n"
+  fi
+  asrtrain prepare check-dirs --train "$base_train" --dev "$dev_dir" --test "$test"
+  if [ "$speed_perturb" = true ]; then
+    done_or_run perturb "$train_dir" \
+      asrtrain prepare perturb "$base_train" "$train_dir" --speeds 0.9,1.0,1.1
+  fi
+  took 0
+fi
+
+if want_stage 1; then
+  echo "=== stage 1: features (MFCC for alignment and adaptation, logmel + deltas for the network)"
+  for split in "${splits[@]}"; do
+    done_or_run "mfcc-$split" "$data/mfcc/$split" \
+      asrtrain prepare features "$(src "$split")" "$data/mfcc/$split" --type mfcc --num-bins "$mfcc_bins" \
+        --dither "$dither" --sample-rate "$sample_rate" --nj "$nj"
+    done_or_run "logmel-$split" "$data/logmel/$split" \
+      asrtrain prepare features "$(src "$split")" "$data/logmel/$split" --type logmel --num-bins 40 --deltas \
+        --dither "$dither" --sample-rate "$sample_rate" --nj "$nj"
+  done
+  asrtrain prepare sizes "$data/mfcc/train" --lm-text "$lm_text" > "$data/sizes.sh.tmp"
+  mv "$data/sizes.sh.tmp" "$data/sizes.sh"
+  took 1
+fi
+
+# sizes left at auto take the corpus' values (data/sizes.sh, written by stage 1)
+if [ -f "$data/sizes.sh" ]; then
+  while IFS='=' read -r name value; do
+    case "$name" in \#*|'') continue ;; esac
+    if [ "${!name-}" = auto ]; then printf -v "$name" '%s' "$value"; fi
+  done < "$data/sizes.sh"
+fi
+if [ "$stop_stage" -ge 2 ]; then
+  for name in ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch \
+              base_batch lr ubm_components fmllr_gmm_components ivector_dim lm_order; do
+    [ "${!name}" != auto ] || die "--${name//_/-} is auto and $data/sizes.sh is missing: run stage 1"
+  done
+fi
+
+if want_stage 2; then
+  echo "=== stage 2: alignments from nothing ($ali_stages: $ali_leaves leaves, $ali_gauss Gaussians) of train and dev"
+  done_or_run align "$ali" \
+    asrtrain prepare align "$dict" "$data/mfcc/train" "$ali" --split dev="$data/mfcc/dev" \
+      --stages "$ali_stages" --mono-gauss "$ali_mono_gauss" --mono-iters "$mono_iters" \
+      --mono-utts "$mono_utts" --leaves "$ali_leaves" --gauss "$ali_gauss" --iters "$ali_iters" \
+      --max-lost "$ali_max_lost"
+  took 2
+fi
+
+if want_stage 3; then
+  echo "=== stage 3: i-vectors ($ivector_dim) and fMLLR (40, LDA on the aligner's pdfs), estimated on train"
+  done_or_run ivectors-train "$exp/ivectors/train" \
+    asrtrain prepare ivectors "$data/mfcc/train" "$exp/ivectors/train" --ubm-components "$ubm_components" \
+      --dim "$ivector_dim" --period "$ivector_period" --online --iters "$ivector_iters" --seed "$seed"
+  done_or_run fmllr-train "$exp/fmllr/train" \
+    asrtrain prepare fmllr "$data/mfcc/train" "$exp/fmllr/train" --ali "$ali/train/pdf.scp" \
+      --gmm-components "$fmllr_gmm_components"
+  for split in dev test; do
+    done_or_run "ivectors-$split" "$exp/ivectors/$split" \
+      asrtrain prepare ivectors "$data/mfcc/$split" "$exp/ivectors/$split" \
+        --extractor "$exp/ivectors/train/extractor" --period "$ivector_period" --online
+    done_or_run "fmllr-$split" "$exp/fmllr/$split" \
+      asrtrain prepare fmllr "$data/mfcc/$split" "$exp/fmllr/$split" --model "$exp/fmllr/train"
+  done
+  took 3
+fi
+
+if want_stage 4; then
+  echo "=== stage 4: lang (lexicon, ${lm_order}-gram LM, tree of ~$num_pdfs pdfs at the aligner's states, HCLG)"
+  done_or_run lang "$lang" \
+    asrtrain prepare lang "$dict" "$lm_text" "$ali" "$lang" --order "$lm_order" --num-pdfs "$num_pdfs"
+  took 4
+fi
+
+if want_stage 5; then
+  echo "=== stage 5: HDF5 archives (fMLLR 40 + i-vector $ivector_dim + logmel 120); test without targets"
+  for split in "${splits[@]}"; do
+    targets=()
+    if [ "$split" != test ]; then
+      targets=(--ali "$lang/pdf_ali/$split.scp" --num-pdfs "$(cat "$lang/num_pdfs")")
+    fi
+    done_or_run "archive-$split" "$archives" \
+      asrtrain prepare archive "$archives/$split.h5" --chunk "$chunk" \
+        --stream fmllr="$exp/fmllr/$split/feats.scp" \
+        --stream ivector="$exp/ivectors/$split/ivectors.scp" --ivector-period ivector="$ivector_period" \
+        --stream logmel="$data/logmel/$split/feats.scp" \
+        --cmvn logmel="$data/logmel/$split/cmvn.scp" --utt2spk "$(src "$split")/utt2spk" "${targets[@]}"
+  done
+  took 5
+fi
+
+if want_stage 6; then
+  echo "=== stage 6: train the BLSTM ($layers x $hidden, proj $proj, $epochs epochs) with $strategy on $nproc learners"
+  done_or_run train "$model" \
+    $train_cmd --nproc "$nproc" "$model/log/run.log" \
+      asrtrain train "$archives/train.h5" "$model" --valid "$archives/dev.h5" \
+        --hidden "$hidden" --layers "$layers" --proj "$proj" --epochs "$epochs" --batch "$batch" \
+        --base-batch "$base_batch" --lr "$lr" --warmup-epochs "$warmup_epochs" --seed "$seed" \
+        --select "$select" --lr-schedule "$lr_schedule" \
+        --strategy "$strategy" --nproc "$nproc" "${group_opt[@]}"
+  took 6
+fi
+
+if want_stage 7; then
+  echo "=== stage 7: decode dev and test (LM weights $lmwt, insertion penalties $wip)"
+  for split in dev test; do
+    text_opt=()
+    if has_text "$(src "$split")"; then text_opt=(--text "$(src "$split")/text"); fi
+    done_or_run "decode-$split" "$model/decode_$split" \
+      $decode_cmd "$model/decode_$split/log/run.log" \
+        asrtrain decode "$model/final.pt" "$lang/graph" "$archives/$split.h5" "$model/decode_$split" \
+          "${text_opt[@]}" --nj "$nj" --lmwt "$lmwt" --wip "$wip" --beam "$beam" --max-active "$max_active"
+  done
+  took 7
+fi
+
+if want_stage 8; then
+  echo "=== stage 8: score (the LM weight and insertion penalty picked on dev)"
+  if has_text "$test"; then
+    asrtrain score --sweep "$model/decode_test" --pick-on "$model/decode_dev" \
+      --utt2spk "$test/utt2spk"
+    picked=$(head -1 "$model/decode_test/dev_picked_wer" | awk '{print $NF}')
+    echo
+    echo "Test set at the dev-picked setting (${picked##*wer_}); the best on test is an oracle:"
+    sed -n '2,$p' "$model/decode_test/dev_picked_wer"
+    head -1 "$model/decode_test/dev_picked_wer" | awk '{NF--; print}'
+  else
+    asrtrain score --sweep "$model/decode_dev"
+    best=$(awk '{print $NF}' "$model/decode_dev/best_wer")
+    echo "The test set has no text: its transcripts at the dev-picked setting (${best##*wer_}) are"
+    echo "$model/decode_test/hyp/${best##*wer_}.txt"
+  fi
+  took 8
+fi
