@@ -148,7 +148,7 @@ def add_deltas(feats: np.ndarray, order: int = 2, window: int = 2) -> np.ndarray
 # --- a whole data dir, in parallel jobs --------------------------------------------------
 
 #: Data-dir files copied to the output (filtered to the utterances that got features).
-COPIED_UTT_TABLES = ("text", "utt2spk", "utt2dur", "segments", "utt2lang")
+COPIED_UTT_TABLES = ("text", "utt2spk", "utt2dur", "segments", "utt2lang", "utt2uniq")
 COPIED_WHOLE = ("wav.scp", "spk2gender", "reco2file_and_channel")
 #: Files that are not keyed tables (an STM repeats its file keys, a GLM has ``*`` header
 #: lines): copied byte for byte.
