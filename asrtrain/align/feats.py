@@ -39,6 +39,12 @@ class Utterances:
     def dim(self) -> int:
         return next(iter(self.feats.values())).shape[1]
 
+    def subset(self, names: list[str]) -> Utterances:
+        """These utterances alone (a job's share; the monophones' shortest)."""
+        return Utterances(self.data, {u: self.feats[u] for u in names},
+                          {u: self.text[u] for u in names if u in self.text},
+                          {u: self.utt2spk[u] for u in names})
+
     def speakers(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for utt in self.feats:

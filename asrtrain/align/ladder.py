@@ -10,22 +10,29 @@ start → triphones on asrtrain's tree → LDA+MLLT → SAT (per-speaker fMLLR).
   classes, then MLLT re-estimated at set iterations (the model's means rotated with it).
 - **sat**: a per-speaker fMLLR transform estimated against the model at set
   iterations, the model trained on the adapted features.
+
+Every rung's per-frame work (alignment, statistics, MLLT's and fMLLR's statistics) is
+done by the training speakers' jobs (``parallel.Jobs``); the parent sums and updates.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from asrtrain.align.aligner import equal_alignment
-from asrtrain.align.am import AcousticModel, global_stats
+from asrtrain.align.am import AcousticModel
 from asrtrain.align.feats import FrontEnd, Utterances
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs, context_pdfs
-from asrtrain.align.train import Beams, Corpus, Failures, StageSpec, accumulate, train_stage
+from asrtrain.align.train import Beams, Corpus, Failures, StageSpec, train_stage
 from asrtrain.lang.hmm import FrameAlignment
+
+if TYPE_CHECKING:
+    from asrtrain.align.parallel import Jobs
 
 log = logging.getLogger("asrtrain.align")
 
@@ -51,6 +58,7 @@ class LadderConfig:
     mllt_iters: tuple[int, ...] = (2, 4, 6, 12)
     fmllr_iters: tuple[int, ...] = (2, 4, 6, 12)
     beams: Beams = field(default_factory=Beams)
+    nj: int = 1                 # jobs (processes), the training speakers split among them
 
     def spec(self, stage: str) -> StageSpec:
         if stage == "mono":
@@ -73,35 +81,35 @@ class Rung:
     trans: Transitions
 
 
-def var_floor(feats: dict[str, np.ndarray]) -> torch.Tensor:
-    _, var = global_stats(list(feats.values()))
+def var_floor(jobs: Jobs) -> torch.Tensor:
+    _, var = jobs.global_stats()
     return VAR_FLOOR_RATIO * var
 
 
-def train_mono(utts: Utterances, dags: dict, phones: list[int], sil: int, cfg: LadderConfig,
-               failures: Failures) -> tuple[Rung, Corpus]:
+def train_mono(utts: Utterances, jobs: Jobs, phones: list[int], sil: int, cfg: LadderConfig,
+               failures: Failures) -> Rung:
     front = FrontEnd(deltas=True)
-    corpus = Corpus({u: front.apply(utts.feats[u]) for u in dags}, dags)
+    jobs.use_front(front)
     pdfs = MonoPdfs(phones)
-    mean, var = global_stats(list(corpus.feats.values()))
+    mean, var = jobs.global_stats()
     model = AcousticModel.flat(pdfs.num_pdfs, mean, var)
     floor = VAR_FLOOR_RATIO * var
     trans = Transitions.initial(phones)
-    for utt, dag in dags.items():
+    equal = {}
+    for utt, dag in jobs.dags.items():
         seq = dag.first_path
         ali = equal_alignment([(pdfs.pdf(0, p, 0, s), p, s) for p in seq for s in range(3)],
-                              corpus.feats[utt].shape[0])
+                              utts.feats[utt].shape[0])
         if ali is None:
             failures.add(utt, "too short for its phones")
         else:
-            corpus.alignments[utt] = ali
-    log.info("mono: %d pdfs, equal alignment of %d utterances", pdfs.num_pdfs,
-             len(corpus.alignments))
-    stats, _, _ = accumulate(model, corpus)  # iteration 0: the equal alignments' statistics
+            equal[utt] = ali
+    jobs.set_alignments(equal)
+    log.info("mono: %d pdfs, equal alignment of %d utterances", pdfs.num_pdfs, len(equal))
+    stats, _, _ = jobs.accumulate(model)  # iteration 0: the equal alignments' statistics
     model.update(stats, floor)
-    model = train_stage(cfg.spec("mono"), corpus, model, pdfs, trans, cfg.beams, failures,
-                        floor)
-    return Rung("mono", front, pdfs, model, trans), corpus
+    model = train_stage(cfg.spec("mono"), jobs, model, pdfs, trans, cfg.beams, failures, floor)
+    return Rung("mono", front, pdfs, model, trans)
 
 
 def shortest(dags: dict, utts: Utterances, n: int) -> dict:
@@ -111,100 +119,104 @@ def shortest(dags: dict, utts: Utterances, n: int) -> dict:
     return {u: dags[u] for u in sorted(keep)}
 
 
-def train_mono_subset(utts: Utterances, corpus: Corpus, phones: list[int], sil: int,
-                      cfg: LadderConfig, failures: Failures) -> tuple[Rung, Corpus]:
-    """Monophones on the ``cfg.mono_utts`` shortest utterances, then every utterance
-    aligned with them (the next rung needs them all)."""
-    from asrtrain.align.train import realign
+def train_mono_subset(utts: Utterances, jobs: Jobs, phones: list[int], sil: int,
+                      cfg: LadderConfig, failures: Failures) -> Rung:
+    """Monophones on the ``cfg.mono_utts`` shortest utterances (jobs of their own), then
+    every utterance aligned with them (the next rung needs them all)."""
+    from asrtrain.align.parallel import Jobs
 
-    if not cfg.mono_utts or cfg.mono_utts >= len(corpus.dags):
-        return train_mono(utts, corpus.dags, phones, sil, cfg, failures)
-    rung, _ = train_mono(utts, shortest(corpus.dags, utts, cfg.mono_utts), phones, sil, cfg,
-                         failures)
+    if not cfg.mono_utts or cfg.mono_utts >= len(jobs.dags):
+        return train_mono(utts, jobs, phones, sil, cfg, failures)
+    dags = shortest(jobs.dags, utts, cfg.mono_utts)
+    with Jobs(utts.subset(list(dags)), dags, cfg.nj) as subset:
+        rung = train_mono(utts, subset, phones, sil, cfg, failures)
     log.info("mono: trained on the %d shortest of %d utterances; aligning all", cfg.mono_utts,
-             len(corpus.dags))
-    full = Corpus({u: rung.front.apply(utts.feats[u]) for u in corpus.dags}, corpus.dags)
-    full.alignments = realign(full, rung.model, rung.pdfs, rung.trans, cfg.beams, failures,
-                              "mono: all utterances", keep_previous=False)
-    return rung, full
+             len(jobs.dags))
+    jobs.use_front(rung.front)
+    jobs.realign(rung.model, rung.pdfs, rung.trans, cfg.beams, failures, "mono: all utterances",
+                 keep_previous=False)
+    return rung
 
 
-def phone_items(corpus: Corpus) -> list[FrameAlignment]:
+def phone_items(alignments: dict) -> list[FrameAlignment]:
     """The alignments as the tree wants them: phone and HMM state per frame, phone starts."""
     return [FrameAlignment(a.phone, a.starts.tolist(), a.state, u)
-            for u, a in corpus.alignments.items()]
+            for u, a in alignments.items()]
 
 
-def train_tri(prev: Rung, corpus: Corpus, phones: list[int], sil: int,
-              cfg: LadderConfig, failures: Failures) -> tuple[Rung, Corpus]:
+def train_tri(prev: Rung, jobs: Jobs, phones: list[int], sil: int,
+              cfg: LadderConfig, failures: Failures) -> Rung:
     """Triphones on asrtrain's tree, from the monophone alignments."""
     from asrtrain.lang.hmm import estimate_topology
     from asrtrain.lang.tree import build_tree
 
-    items = phone_items(corpus)
+    items = phone_items(jobs.alignments)
     topo = estimate_topology(items, phones, states=3, sil_phones=[sil], sil_states=3)
     tree, _ = build_tree(items, topo, ci_phones=[sil], num_pdfs=cfg.tri_leaves)
     pdfs = TreePdfs(tree)
-    _relabel(corpus, pdfs)
-    model = _single_gaussians(pdfs.num_pdfs, corpus)   # Kaldi's gmm-init-model, then mix up
-    model = train_stage(cfg.spec("tri"), corpus, model, pdfs, prev.trans, cfg.beams, failures,
-                        var_floor(corpus.feats))
-    return Rung("tri", prev.front, pdfs, model, prev.trans), corpus
+    _relabel(jobs, pdfs)
+    model = _single_gaussians(pdfs.num_pdfs, jobs)   # Kaldi's gmm-init-model, then mix up
+    model = train_stage(cfg.spec("tri"), jobs, model, pdfs, prev.trans, cfg.beams, failures,
+                        var_floor(jobs))
+    return Rung("tri", prev.front, pdfs, model, prev.trans)
 
 
-def _relabel(corpus: Corpus, pdfs: MonoPdfs | TreePdfs) -> None:
-    """Give every frame of the current alignments its pdf under ``pdfs``."""
-    for a in corpus.alignments.values():
+def _relabel(jobs: Jobs, pdfs: MonoPdfs | TreePdfs) -> None:
+    """Give every frame of the current alignments its pdf under ``pdfs`` (here and in
+    the jobs)."""
+    for a in jobs.alignments.values():
         a.pdf = context_pdfs(a.phone, a.state, a.starts, pdfs)
+    jobs.set_alignments(jobs.alignments)
 
 
-def train_lda(utts: Utterances, prev: Rung, corpus: Corpus, cfg: LadderConfig,
-              failures: Failures) -> tuple[Rung, Corpus]:
+def train_lda(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
+              failures: Failures) -> Rung:
     """Splice ±3, LDA to 40 with the tree's pdfs as classes, MLLT during training."""
     from asrtrain.adapt.lda import LdaStats, estimate_lda, splice
 
     stats = LdaStats.empty(prev.pdfs.num_pdfs, utts.dim * (2 * cfg.splice + 1))
-    for utt, ali in corpus.alignments.items():
+    for utt, ali in jobs.alignments.items():
         stats.add(splice(torch.from_numpy(utts.feats[utt]), cfg.splice),
                   torch.from_numpy(ali.pdf))
     lda, _ = estimate_lda(stats, cfg.lda_dim)
     front = FrontEnd(deltas=False, context=cfg.splice, lda=lda)
-    corpus.feats = front.features(utts)
-    model = _single_gaussians(prev.pdfs.num_pdfs, corpus)
-    floor = var_floor(corpus.feats)
+    jobs.use_front(front)
+    model = _single_gaussians(prev.pdfs.num_pdfs, jobs)
+    floor = var_floor(jobs)
 
-    def mllt(it: int, model: AcousticModel, corpus: Corpus) -> None:
+    def mllt(it: int, model: AcousticModel) -> None:
         if it in cfg.mllt_iters:
-            a = estimate_mllt(model, corpus)
+            a = solve_mllt(*jobs.mllt_stats(model))
             front.lda = a @ front.lda
-            corpus.feats = front.features(utts)
+            jobs.use_front(front)
             model.means = torch.einsum("ij,pkj->pki", torch.from_numpy(a), model.means)
             model.invalidate()
 
-    model = train_stage(cfg.spec("lda"), corpus, model, prev.pdfs, prev.trans, cfg.beams,
+    model = train_stage(cfg.spec("lda"), jobs, model, prev.pdfs, prev.trans, cfg.beams,
                         failures, floor, hook=mllt)
-    return Rung("lda", front, prev.pdfs, model, prev.trans), corpus
+    return Rung("lda", front, prev.pdfs, model, prev.trans)
 
 
-def _single_gaussians(num_pdfs: int, corpus: Corpus) -> AcousticModel:
+def _single_gaussians(num_pdfs: int, jobs: Jobs) -> AcousticModel:
     """One Gaussian per pdf from the frames the current alignments give it."""
-    mean, var = global_stats(list(corpus.feats.values()))
+    mean, var = jobs.global_stats()
     model = AcousticModel.flat(num_pdfs, mean, var)
-    stats, _, _ = accumulate(model, corpus)
+    stats, _, _ = jobs.accumulate(model)
     model.update(stats, VAR_FLOOR_RATIO * var, min_occ=1.0)
     return model
 
 
-def estimate_mllt(model: AcousticModel, corpus: Corpus, iters: int = 10) -> np.ndarray:
-    """A square transform A maximising β log|det A| − ½ Σ_i a_i G_i a_iᵀ (Gales' semi-tied
-    covariance, Kaldi's ``est-mllt``), G_i from the frames' deviations from their
-    Gaussians' means weighted by the inverse variances of dimension i."""
-    from asrtrain.adapt.fmllr import best_row
+def mllt_stats(model: AcousticModel, corpus: Corpus) -> tuple[torch.Tensor, float]:
+    """MLLT's statistics over one job's aligned frames (the jobs' are summed): G_i from
+    the frames' deviations from their Gaussians' means weighted by the inverse variances
+    of dimension i, and β, the frames."""
     from asrtrain.align.am import by_pdf
 
     d = model.dim
     g = torch.zeros(d, d, d, dtype=torch.float64)
     beta = 0.0
+    if not corpus.alignments:
+        return g, beta
     x_all = torch.from_numpy(np.concatenate([corpus.feats[u] for u in corpus.alignments]))
     p_all = torch.from_numpy(np.concatenate([a.pdf for a in corpus.alignments.values()]))
     x_all = x_all.to(torch.float64)
@@ -220,6 +232,15 @@ def estimate_mllt(model: AcousticModel, corpus: Corpus, iters: int = 10) -> np.n
                    + occ[:, None, None] * mu[:, :, None] * mu[:, None, :])
         g += torch.einsum("ki,kjl->ijl", inv, scatter)
         beta += float(occ.sum())
+    return g, beta
+
+
+def solve_mllt(g: torch.Tensor, beta: float, iters: int = 10) -> np.ndarray:
+    """A square transform A maximising β log|det A| − ½ Σ_i a_i G_i a_iᵀ (Gales' semi-tied
+    covariance, Kaldi's ``est-mllt``)."""
+    from asrtrain.adapt.fmllr import best_row
+
+    d = g.shape[0]
     a = torch.eye(d, dtype=torch.float64)
     zero = torch.zeros(d, dtype=torch.float64)
     for _ in range(iters):
@@ -229,22 +250,22 @@ def estimate_mllt(model: AcousticModel, corpus: Corpus, iters: int = 10) -> np.n
     return a.numpy()
 
 
-def train_sat(utts: Utterances, prev: Rung, corpus: Corpus, cfg: LadderConfig,
-              failures: Failures) -> tuple[Rung, Corpus]:
+def train_sat(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
+              failures: Failures) -> Rung:
     """Speaker-adaptive training: per-speaker fMLLR against the model, re-estimated at
-    set iterations, the model trained on the adapted features."""
+    set iterations (each job its own speakers), the model trained on the adapted features."""
     front = FrontEnd(deltas=False, context=prev.front.context, lda=prev.front.lda)
     model = prev.model.copy()
-    floor = var_floor(corpus.feats)
+    floor = var_floor(jobs)
 
-    def fmllr(it: int, model: AcousticModel, corpus: Corpus) -> None:
+    def fmllr(it: int, model: AcousticModel) -> None:
         if it in cfg.fmllr_iters:
-            front.fmllr = estimate_fmllr(model, utts, front, corpus.alignments, front.fmllr)
-            corpus.feats = front.features(utts)
+            front.fmllr = jobs.fmllr(model, front, front.fmllr)
+            jobs.use_front(front)
 
-    model = train_stage(cfg.spec("sat"), corpus, model, prev.pdfs, prev.trans, cfg.beams,
+    model = train_stage(cfg.spec("sat"), jobs, model, prev.pdfs, prev.trans, cfg.beams,
                         failures, floor, hook=fmllr)
-    return Rung("sat", front, prev.pdfs, model, prev.trans), corpus
+    return Rung("sat", front, prev.pdfs, model, prev.trans)
 
 
 def estimate_fmllr(model: AcousticModel, utts: Utterances, front: FrontEnd,

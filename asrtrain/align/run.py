@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,15 +21,20 @@ import torch
 from asrtrain.align import ladder
 from asrtrain.align.aligner import Alignment
 from asrtrain.align.feats import FrontEnd, Utterances, load_utterances
+from asrtrain.align.graph import PhoneDag
 from asrtrain.align.ladder import LadderConfig, Rung
 from asrtrain.align.output import check_out_path, write_split
-from asrtrain.align.train import Corpus, Failures, realign
+from asrtrain.align.parallel import Clock, Jobs
+from asrtrain.align.train import Failures
 from asrtrain.align.transcripts import build_dags, map_oovs, pron_table
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import InputError
 from asrtrain.lang.lexicon import EPS, Lexicon, read_dict_dir
 
 log = logging.getLogger("asrtrain.align")
+
+#: MFCC frames per hour of audio (Kaldi's 10 ms shift).
+FRAMES_PER_HOUR = 360_000
 
 
 @dataclass
@@ -52,8 +56,12 @@ class Split:
     name: str
     utts: Utterances
     text: dict[str, list[str]]
-    corpus: Corpus
+    dags: dict[str, PhoneDag]
     failures: Failures
+
+    def hours(self) -> float:
+        """Audio hours of the utterances with a transcript (10 ms frames)."""
+        return sum(self.utts.feats[u].shape[0] for u in self.dags) / FRAMES_PER_HOUR
 
 
 def load_split(name: str, data: Path, lex: Lexicon, prons: dict[str, list[tuple[int, ...]]],
@@ -68,8 +76,7 @@ def load_split(name: str, data: Path, lex: Lexicon, prons: dict[str, list[tuple[
     dags = build_dags(text, prons, lex.phones[lex.silence], empty)
     for utt in empty:
         failures.add(utt, "empty transcript")
-    feats = {u: m for u, m in utts.feats.items() if u in dags}
-    return Split(name, utts, text, Corpus(feats, dags), failures)
+    return Split(name, utts, text, dags, failures)
 
 
 def prepare_align(job: AlignJob) -> dict[str, Any]:
@@ -98,47 +105,35 @@ def _prepare_align(job: AlignJob) -> dict[str, Any]:
     train = next(iter(splits.values()))
     report: dict[str, Any] = {"stages": {}, "splits": {}}
     ref = _reference(job.reference, lex) if job.reference else None
-    rungs: list[Rung] = []
-    corpus = train.corpus
-    for stage in job.config.stages:
-        t0 = time.time()
-        rung, corpus = _climb(stage, train, rungs, corpus, phones, sil, job.config)
-        rungs.append(rung)
-        save_rung(job.out / "models" / f"{stage}.pt", rung, names)
-        figures: dict[str, Any] = {"seconds": round(time.time() - t0, 1),
-                                   "pdfs": rung.pdfs.num_pdfs,
-                                   "gaussians": rung.model.num_gauss()}
-        if ref is not None:
-            figures["agreement"] = ref.agreement(corpus.alignments, train.name)
-        report["stages"][stage] = figures
-        log.info("%s: %s", stage, json.dumps(figures))
-    from asrtrain.lang.lexicon import write_symbols
+    cfg = job.config
+    with Jobs(train.utts, train.dags, cfg.nj) as jobs:
+        log.info("%d jobs (processes) of the training speakers", jobs.nj)
+        rungs = _train(job, train, jobs, phones, sil, names, ref, report)
+        from asrtrain.lang.lexicon import write_symbols
 
-    # the ids of every ali.scp: written before them, so no split is ever without its table
-    write_symbols(job.out / "phones.txt", {EPS: 0, **lex.phones})
-    pdf_frames = None
-    for split in splits.values():
-        t0 = time.time()
-        alis = align_split(split, rungs, job.config, split is train)
-        lost = _finish_split(job, split, alis, names)
-        report["splits"][split.name] = {"aligned": len(alis), "lost": lost,
-                                        "seconds": round(time.time() - t0, 1)}
-        if ref is not None and split is not train:
-            report["splits"][split.name]["agreement"] = ref.agreement(alis, split.name)
-        if split is train:
-            pdf_frames = np.bincount(np.concatenate([a.pdf for a in alis.values()]),
-                                     minlength=rungs[-1].pdfs.num_pdfs)
+        # the ids of every ali.scp: written before them, so no split is ever without its table
+        write_symbols(job.out / "phones.txt", {EPS: 0, **lex.phones})
+        alis = _align_split(job, train, rungs, jobs, names, ref, report)
+        pdf_frames = np.bincount(np.concatenate([a.pdf for a in alis.values()]),
+                                 minlength=rungs[-1].pdfs.num_pdfs) if alis else None
+    for split in list(splits.values())[1:]:
+        with Jobs(split.utts, split.dags, cfg.nj) as jobs:
+            _align_split(job, split, rungs, jobs, names, ref, report)
     if rungs[-1].name == "sat" and pdf_frames is not None:
+        clock = Clock()
         report["sat_fmllr"] = write_sat_features(job.out / "fmllr", rungs[-1], splits, train,
-                                                 pdf_frames)
+                                                 pdf_frames, cfg.nj)
+        report["sat_fmllr_time"] = clock.figures(sum(s.hours() for s in splits.values()))
     write_text(job.out / "report.json", json.dumps(report, indent=1) + "\n")
     return report
 
 
 def write_sat_features(out: Path, sat: Rung, splits: dict[str, Split], train: Split,
-                       pdf_frames: np.ndarray) -> dict[str, int]:
+                       pdf_frames: np.ndarray, nj: int) -> dict[str, int]:
     """``out/<split>/feats.scp``: LDA+MLLT+fMLLR features from the SAT model, training
-    speakers with their SAT transforms, the others estimated without transcripts."""
+    speakers with their SAT transforms, the others estimated without transcripts (in
+    ``nj`` jobs of whole speakers: a speaker's EM against every Gaussian is the costly
+    part)."""
     from asrtrain.align import sat_feats
 
     mixture = sat_feats.model_mixture(sat.model, pdf_frames)
@@ -148,44 +143,79 @@ def write_sat_features(out: Path, sat: Rung, splits: dict[str, Split], train: Sp
         if split is train:
             front.fmllr = dict(sat.front.fmllr)
         else:
-            front.fmllr = sat_feats.held_out_transforms(mixture, split.utts, front)
+            with Jobs(split.utts, split.dags, nj) as jobs:
+                front.fmllr = jobs.held_out_fmllr(mixture, front)
         written[split.name] = sat_feats.write_split(out / split.name, split.utts, front)
     return written
 
 
-def _climb(stage: str, train: Split, rungs: list[Rung], corpus: Corpus, phones: list[int],
-           sil: int, cfg: LadderConfig) -> tuple[Rung, Corpus]:
+def _train(job: AlignJob, train: Split, jobs: Jobs, phones: list[int], sil: int,
+           names: dict[int, str], ref: Reference | None, report: dict[str, Any]) -> list[Rung]:
+    """Every rung of the ladder on the training jobs; each saved, timed and measured."""
+    rungs: list[Rung] = []
+    for stage in job.config.stages:
+        clock = Clock()
+        rung = _climb(stage, train, rungs, jobs, phones, sil, job.config)
+        rungs.append(rung)
+        save_rung(job.out / "models" / f"{stage}.pt", rung, names)
+        figures: dict[str, Any] = {**clock.figures(train.hours()), "jobs": jobs.nj,
+                                   "pdfs": rung.pdfs.num_pdfs,
+                                   "gaussians": rung.model.num_gauss()}
+        if ref is not None:
+            figures["agreement"] = ref.agreement(jobs.alignments, train.name)
+        report["stages"][stage] = figures
+        log.info("%s: %s", stage, json.dumps(figures))
+    return rungs
+
+
+def _climb(stage: str, train: Split, rungs: list[Rung], jobs: Jobs, phones: list[int],
+           sil: int, cfg: LadderConfig) -> Rung:
     if stage == "mono":
-        return ladder.train_mono_subset(train.utts, corpus, phones, sil, cfg, train.failures)
+        return ladder.train_mono_subset(train.utts, jobs, phones, sil, cfg, train.failures)
     if not rungs:
         raise InputError(f"stage {stage!r} needs the stages before it (mono first)")
     if stage == "tri":
-        return ladder.train_tri(rungs[-1], corpus, phones, sil, cfg, train.failures)
+        return ladder.train_tri(rungs[-1], jobs, phones, sil, cfg, train.failures)
     if stage == "lda":
-        return ladder.train_lda(train.utts, rungs[-1], corpus, cfg, train.failures)
+        return ladder.train_lda(train.utts, rungs[-1], jobs, cfg, train.failures)
     if stage == "sat":
-        return ladder.train_sat(train.utts, rungs[-1], corpus, cfg, train.failures)
+        return ladder.train_sat(train.utts, rungs[-1], jobs, cfg, train.failures)
     raise InputError(f"unknown stage {stage!r} (stages: {', '.join(ladder.STAGES)})")
 
 
-def align_split(split: Split, rungs: list[Rung], cfg: LadderConfig, is_train: bool
+def _align_split(job: AlignJob, split: Split, rungs: list[Rung], jobs: Jobs,
+                 names: dict[int, str], ref: Reference | None, report: dict[str, Any]
+                 ) -> dict[str, Alignment]:
+    """A split's final alignments, written, timed and measured."""
+    clock = Clock()
+    is_train = split.name == next(iter(job.splits))
+    alis = align_split(split, rungs, job.config, jobs, is_train)
+    lost = _finish_split(job, split, alis, names)
+    figures = {"aligned": len(alis), "lost": lost, **clock.figures(split.hours()),
+               "jobs": jobs.nj}
+    if ref is not None and not is_train:
+        figures["agreement"] = ref.agreement(alis, split.name)
+    report["splits"][split.name] = figures
+    return alis
+
+
+def align_split(split: Split, rungs: list[Rung], cfg: LadderConfig, jobs: Jobs, is_train: bool
                 ) -> dict[str, Alignment]:
     """Final alignments of a split with the last rung (fMLLR first where it is SAT)."""
     last = rungs[-1]
-    corpus = split.corpus
     if last.name == "sat" and not is_train:
         si = rungs[-2]
-        corpus.feats = si.front.features(split.utts)
-        first = realign(corpus, si.model, si.pdfs, si.trans, cfg.beams, split.failures,
-                        f"{split.name}: speaker-independent pass", keep_previous=False)
+        jobs.use_front(si.front)
+        jobs.realign(si.model, si.pdfs, si.trans, cfg.beams, split.failures,
+                     f"{split.name}: speaker-independent pass", keep_previous=False)
         front = FrontEnd(deltas=False, context=last.front.context, lda=last.front.lda)
-        front.fmllr = ladder.estimate_fmllr(last.model, split.utts, front, first, {})
-        corpus.feats = front.features(split.utts)
-        corpus.alignments = first
+        front.fmllr = jobs.fmllr(last.model, front, {})
+        jobs.use_front(front)
     else:
-        corpus.feats = last.front.features(split.utts)
-    return realign(corpus, last.model, last.pdfs, last.trans, cfg.beams, split.failures,
-                   f"{split.name}: final alignment", keep_previous=False)
+        jobs.use_front(last.front)
+    jobs.realign(last.model, last.pdfs, last.trans, cfg.beams, split.failures,
+                 f"{split.name}: final alignment", keep_previous=False)
+    return jobs.alignments
 
 
 def _finish_split(job: AlignJob, split: Split, alis: dict[str, Alignment],

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import astuple, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -21,6 +23,9 @@ from asrtrain.align.am import AcousticModel
 from asrtrain.align.graph import PhoneDag, expand
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs, count_states
 from asrtrain.core.progress import Progress
+
+if TYPE_CHECKING:
+    from asrtrain.align.parallel import Jobs
 
 log = logging.getLogger("asrtrain.align")
 
@@ -58,19 +63,41 @@ class Corpus:
     alignments: dict[str, Alignment] = field(default_factory=dict)
 
 
+@dataclass
+class Realigned:
+    """What one pass of alignment did, counted (summed over jobs for the log line)."""
+
+    aligned: int = 0
+    retried: int = 0
+    last: int = 0
+    kept: int = 0
+    failed: int = 0
+
+    def __add__(self, other: Realigned) -> Realigned:
+        return Realigned(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def log(self, what: str, beams: Beams) -> None:
+        log.info("%s: %d aligned, %d at the retry beam %g, %d at the last beam %g, %d kept "
+                 "their previous alignment, %d failed", what, self.aligned - self.kept,
+                 self.retried - self.last, beams.retry_beam, self.last, beams.last_beam,
+                 self.kept, self.failed)
+
+
 def realign(corpus: Corpus, model: AcousticModel, pdfs: MonoPdfs | TreePdfs,
-            trans: Transitions, beams: Beams, failures: Failures, what: str,
-            keep_previous: bool = True) -> dict[str, Alignment]:
+            trans: Transitions, beams: Beams, failures: Failures, what: str | None,
+            keep_previous: bool = True) -> tuple[dict[str, Alignment], Realigned]:
     """Align every utterance with a DAG; utterances that fail are recorded, not kept.
 
     During training an utterance that fails keeps its previous alignment (early models
     are poor, and the first realignments after a flat start prune many paths); only the
     final alignments (``keep_previous=False``) leave it out, after a last try at
     ``beams.last_beam``: speakers unlike any in training (a dev or test split) can need it.
+    ``what`` names a progress bar (None: none, as in a job's process).
     """
     out: dict[str, Alignment] = {}
-    retried = kept = last = 0
-    with Progress(what, float(len(corpus.dags)), unit="utts") as bar:
+    n = Realigned()
+    with Progress(what or "realign", float(len(corpus.dags)), unit="utts",
+                  enabled=None if what else False) as bar:
         for utt, dag in corpus.dags.items():
             graph = expand(dag, pdfs, trans.self_loop)
             x = corpus.feats[utt]
@@ -82,19 +109,17 @@ def realign(corpus: Corpus, model: AcousticModel, pdfs: MonoPdfs | TreePdfs,
                             last_beam=0.0 if keep_previous else beams.last_beam)
                 if got is None and keep_previous and utt in corpus.alignments:
                     out[utt] = corpus.alignments[utt]
-                    kept += 1
+                    n.kept += 1
                 elif got is None:
                     failures.add(utt, "no path at the last beam")
                 else:
                     failures.reasons.pop(utt, None)
-                    retried += got.retried
-                    last += got.last
+                    n.retried += got.retried
+                    n.last += got.last
                     out[utt] = got
             bar.advance()
-    log.info("%s: %d aligned, %d at the retry beam %g, %d at the last beam %g, %d kept their "
-             "previous alignment, %d failed", what, len(out) - kept, retried - last,
-             beams.retry_beam, last, beams.last_beam, kept, len(corpus.dags) - len(out))
-    return out
+    n.aligned, n.failed = len(out), len(corpus.dags) - len(out)
+    return out, n
 
 
 def accumulate(model: AcousticModel, corpus: Corpus):
@@ -123,11 +148,13 @@ class StageSpec:
     mix_iters: int = 0          # Gaussians grow over this many iterations (0: iters − 2)
 
 
-def train_stage(spec: StageSpec, corpus: Corpus, model: AcousticModel,
-                pdfs: MonoPdfs | TreePdfs, trans: Transitions, beams: Beams,
-                failures: Failures, var_floor: torch.Tensor, hook=None) -> AcousticModel:
-    """Run ``spec.iters`` iterations of Viterbi EM; ``hook(it, model, corpus)`` runs before
-    each iteration's accumulation (the place for MLLT and fMLLR updates)."""
+def train_stage(spec: StageSpec, jobs: Jobs, model: AcousticModel, pdfs: MonoPdfs | TreePdfs,
+                trans: Transitions, beams: Beams, failures: Failures, var_floor: torch.Tensor,
+                hook: Callable[[int, AcousticModel], None] | None = None) -> AcousticModel:
+    """Run ``spec.iters`` iterations of Viterbi EM over the jobs' utterances (each job
+    realigns and accumulates its own; the statistics are summed here and the model
+    updated); ``hook(it, model)`` runs before each iteration's accumulation (the place
+    for MLLT and fMLLR updates)."""
     start_gauss = model.num_gauss()
     mix_iters = spec.mix_iters or max(spec.iters - 2, 1)
     step = max((spec.gauss - start_gauss) / mix_iters, 0.0)
@@ -135,11 +162,10 @@ def train_stage(spec: StageSpec, corpus: Corpus, model: AcousticModel,
     t0 = time.time()
     for it in range(1, spec.iters + 1):
         if it in spec.realign_iters:
-            corpus.alignments = realign(corpus, model, pdfs, trans, beams, failures,
-                                        f"{spec.name} align {it}")
+            jobs.realign(model, pdfs, trans, beams, failures, f"{spec.name} align {it}")
         if hook is not None:
-            hook(it, model, corpus)
-        stats, frames, visits = accumulate(model, corpus)
+            hook(it, model)
+        stats, frames, visits = jobs.accumulate(model)
         model.update(stats, var_floor)
         trans.reestimate(frames, visits)
         if it <= mix_iters:
@@ -148,6 +174,6 @@ def train_stage(spec: StageSpec, corpus: Corpus, model: AcousticModel,
         log.info("%s iteration %d/%d: log-likelihood per frame %.3f over %d frames, "
                  "%d Gaussians, %d utterances aligned", spec.name, it, spec.iters,
                  stats.loglike / max(stats.frames, 1), stats.frames, model.num_gauss(),
-                 len(corpus.alignments))
+                 len(jobs.alignments))
     log.info("%s: %d iterations in %.1f s", spec.name, spec.iters, time.time() - t0)
     return model

@@ -54,6 +54,11 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
               "at --retry-beam (speakers unlike the training ones); 0: none, as Kaldi.")
 @click.option("--max-lost", type=click.FloatRange(0.0, 1.0), default=0.05, show_default=True,
               help="Fail when more than this share of a split's utterances cannot be aligned.")
+@click.option("--nj", type=click.IntRange(1), default=1, show_default=True,
+              help="Jobs (processes), the training speakers split among them by speaker, "
+              "balanced by frames; each realigns and accumulates its own (and each split's "
+              "final alignment its speakers'). Results equal --nj 1 up to the order of float "
+              "sums.")
 @click.option("--reference", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="A corpus dir with exact alignments ({split}/phone.ctm, "
               "ali.scp): report.json then says how close each rung's alignments are.")
@@ -62,7 +67,7 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
           stages: str, oov: str | None, phones: Path | None, mono_gauss: int, mono_iters: int,
           mono_utts: int,
           leaves: int, gauss: int, iters: int, beam: float, retry_beam: float, last_beam: float,
-          max_lost: float, reference: Path | None, config: str | None) -> None:
+          max_lost: float, nj: int, reference: Path | None, config: str | None) -> None:
     """Align TRAIN (and the --split dirs) from nothing: flat-start monophones, triphones,
     LDA+MLLT, SAT, each rung realigning the data for the next.
 
@@ -87,7 +92,7 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
                        mono_utts=mono_utts,
                        tri_leaves=leaves, tri_gauss=gauss, tri_iters=iters,
                        beams=Beams(beam=beam, retry_beam=retry_beam,
-                                   last_beam=last_beam))
+                                   last_beam=last_beam), nj=nj)
     job = AlignJob(dict_dir, out, named, cfg, oov=oov, phones=phones, max_lost=max_lost,
                    reference=reference)
     check_out_path(out)   # before the log dir exists

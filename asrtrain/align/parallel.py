@@ -1,0 +1,297 @@
+"""Alignment jobs: the speakers split into N jobs, each held by a process of its own.
+
+Kaldi splits the data with ``split_data.sh --per-spk``, runs ``gmm-align-compiled`` and
+``gmm-acc-stats-ali`` per job and sums the statistics (``gmm-sum-accs``) before
+``gmm-est``. Here a job is a :class:`Shard` that keeps its speakers' MFCC, transcript
+DAGs, features under the current front end and alignments in memory across iterations;
+the parent sends it the model and gets back alignments or statistics, sums them and
+updates. A speaker is wholly in one job, so its fMLLR is estimated there too. With one
+job the shard lives in the calling process (nothing pickled): ``--nj 1`` is the
+single-process run, and ``--nj N`` differs from it only in the order of float sums.
+
+Workers are ``forkserver`` processes (as the synthesizer's) talking through one pipe
+each (no queues: their semaphores outlive a killed process group), torch on one thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from asrtrain.adapt.gmm import DiagGMM
+from asrtrain.align.aligner import Alignment
+from asrtrain.align.am import AcousticModel, GmmStats
+from asrtrain.align.feats import FrontEnd, Utterances
+from asrtrain.align.graph import PhoneDag
+from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
+from asrtrain.align.train import Beams, Corpus, Failures, Realigned, accumulate, realign
+from asrtrain.core.errors import AsrtrainError
+
+log = logging.getLogger("asrtrain.align")
+
+Counts = dict[tuple[int, int], int]
+
+
+def split_speakers(utts: Utterances, nj: int) -> list[list[str]]:
+    """Utterances in ``nj`` jobs, each speaker wholly in one, jobs balanced by frames
+    (heaviest speaker first to the lightest job); each job keeps the utterances' order."""
+    frames: dict[str, int] = {}
+    for utt, m in utts.feats.items():
+        spk = utts.utt2spk[utt]
+        frames[spk] = frames.get(spk, 0) + m.shape[0]
+    load = [0] * max(1, min(nj, len(frames)))
+    job_of: dict[str, int] = {}
+    for spk in sorted(frames, key=lambda s: (-frames[s], s)):
+        j = load.index(min(load))
+        job_of[spk] = j
+        load[j] += frames[spk]
+    return [[u for u in utts.feats if job_of[utts.utt2spk[u]] == j] for j in range(len(load))]
+
+
+class Shard:
+    """One job's utterances and what each iteration asks of them (runs in its process)."""
+
+    def __init__(self, utts: Utterances, dags: dict[str, PhoneDag], progress: bool) -> None:
+        self.utts = utts
+        self.corpus = Corpus({}, dags)
+        self.failures = Failures()
+        self.progress = progress      # show a bar per pass (only in the parent's process)
+
+    def use_front(self, front: FrontEnd) -> None:
+        self.corpus.feats = {u: front.apply(self.utts.feats[u], self.utts.utt2spk[u])
+                             for u in self.corpus.dags}
+
+    def global_sums(self) -> tuple[int, torch.Tensor, torch.Tensor]:
+        n, s, ss = 0, torch.zeros((), dtype=torch.float64), torch.zeros((), dtype=torch.float64)
+        for m in self.corpus.feats.values():
+            x = torch.from_numpy(m).to(torch.float64)
+            n, s, ss = n + x.shape[0], s + x.sum(0), ss + (x * x).sum(0)
+        return n, s, ss
+
+    def set_alignments(self, alignments: dict[str, Alignment]) -> None:
+        self.corpus.alignments = alignments
+
+    def realign(self, model: dict, pdfs: MonoPdfs | TreePdfs, trans: Transitions, beams: Beams,
+                keep_previous: bool, what: str
+                ) -> tuple[dict[str, Alignment], dict[str, str], Realigned]:
+        got, counts = realign(self.corpus, AcousticModel.from_state(model), pdfs, trans, beams,
+                              self.failures, what if self.progress else None, keep_previous)
+        self.corpus.alignments = got
+        return got, dict(self.failures.reasons), counts
+
+    def accumulate(self, model: dict) -> tuple[GmmStats, Counts, Counts]:
+        return accumulate(AcousticModel.from_state(model), self.corpus)
+
+    def mllt_stats(self, model: dict) -> tuple[torch.Tensor, float]:
+        from asrtrain.align.ladder import mllt_stats
+
+        return mllt_stats(AcousticModel.from_state(model), self.corpus)
+
+    def fmllr(self, model: dict, front: FrontEnd, current: dict[str, np.ndarray]
+              ) -> dict[str, np.ndarray]:
+        from asrtrain.align.ladder import estimate_fmllr
+
+        return estimate_fmllr(AcousticModel.from_state(model), self.utts, front,
+                              self.corpus.alignments, current)
+
+    def held_out_fmllr(self, mixture: DiagGMM, front: FrontEnd) -> dict[str, np.ndarray]:
+        from asrtrain.align.sat_feats import held_out_transforms
+
+        return held_out_transforms(mixture, self.utts, front)
+
+
+def _serve(conn: Any, utts: Utterances, dags: dict[str, PhoneDag]) -> None:
+    """A worker: answer the parent's calls on its shard until it closes the pipe."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's: it ends the jobs
+    torch.set_num_threads(1)   # many small products: a second thread only waits (DESIGN.md)
+    shard = Shard(utts, dags, False)
+    while True:
+        try:
+            method, args = conn.recv()
+        except EOFError:
+            return
+        try:
+            conn.send(("ok", getattr(shard, method)(*args), time.process_time()))
+        except BaseException as exc:  # noqa: BLE001 - the parent raises it with the job named
+            conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}",
+                       time.process_time()))
+
+
+@dataclass
+class _Remote:
+    conn: Any
+    proc: Any
+    cpu: float = 0.0
+
+
+class Jobs:
+    """The parent's side: every call goes to each job; the answers are merged here.
+
+    ``alignments`` is the parent's copy of every job's current alignments (the tree,
+    LDA and the output read it); ``cpu_seconds`` counts the workers' CPU time (the
+    parent's own is ``time.process_time()``)."""
+
+    cpu_seconds = 0.0   # all workers of all Jobs, finished or not
+
+    def __init__(self, utts: Utterances, dags: dict[str, PhoneDag], nj: int) -> None:
+        self.dags = dags
+        shares = [utts.subset(part) for part in split_speakers(utts, nj)]
+        self.parts = [[u for u in dags if u in share.feats] for share in shares]
+        self.alignments: dict[str, Alignment] = {}
+        self._local: Shard | None = None
+        self._remote: list[_Remote] = []
+        if len(shares) == 1:
+            self._local = Shard(shares[0], dags, True)
+        else:
+            self._start(shares)
+
+    @property
+    def nj(self) -> int:
+        return len(self.parts)
+
+    def _start(self, shares: list[Utterances]) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["asrtrain.align.parallel"])
+        for share, part in zip(shares, self.parts, strict=True):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_serve, args=(child, share, {u: self.dags[u] for u in part}),
+                               daemon=True)
+            proc.start()
+            child.close()
+            self._remote.append(_Remote(parent, proc))
+
+    def call(self, method: str, *args: Any) -> list[Any]:
+        """``method(*args)`` on every job's shard (all at once); the answers in job order."""
+        if self._local is not None:
+            return [getattr(self._local, method)(*args)]
+        for job in self._remote:
+            job.conn.send((method, args))
+        return [self._answer(i) for i in range(self.nj)]
+
+    def _one(self, i: int, method: str, *args: Any) -> Any:
+        """``method(*args)`` on job ``i`` alone."""
+        if self._local is not None:
+            return getattr(self._local, method)(*args)
+        self._remote[i].conn.send((method, args))
+        return self._answer(i)
+
+    def _answer(self, i: int) -> Any:
+        job = self._remote[i]
+        try:
+            kind, payload, cpu = job.conn.recv()
+        except EOFError:
+            job.proc.join(timeout=5)
+            raise AsrtrainError(f"alignment job {i + 1} of {self.nj} died (exit status "
+                                f"{job.proc.exitcode})") from None
+        Jobs.cpu_seconds += cpu - job.cpu
+        job.cpu = cpu
+        if kind == "error":
+            raise AsrtrainError(f"alignment job {i + 1} of {self.nj}: {payload}")
+        return payload
+
+    def close(self) -> None:
+        for job in self._remote:
+            job.conn.close()
+        for job in self._remote:
+            job.proc.join(timeout=10)
+            if job.proc.is_alive():
+                job.proc.terminate()
+                job.proc.join()
+        self._remote = []
+
+    def __enter__(self) -> Jobs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- what the ladder asks, merged ---
+    def use_front(self, front: FrontEnd) -> None:
+        """Every job's features from its MFCC under ``front`` (a new rung, MLLT, fMLLR)."""
+        self.call("use_front", front)
+
+    def global_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and variance of every frame under the current front end (float64)."""
+        sums = self.call("global_sums")
+        n = sum(s[0] for s in sums)
+        mean = sum(s[1] for s in sums) / n
+        return mean, sum(s[2] for s in sums) / n - mean * mean
+
+    def set_alignments(self, alignments: dict[str, Alignment]) -> None:
+        """Alignments made or relabelled here, each job given its own."""
+        self.alignments = alignments
+        for i, part in enumerate(self.parts):
+            mine = {u: alignments[u] for u in part if u in alignments}
+            self._one(i, "set_alignments", mine)
+
+    def realign(self, model: AcousticModel, pdfs: MonoPdfs | TreePdfs, trans: Transitions,
+                beams: Beams, failures: Failures, what: str, keep_previous: bool = True) -> None:
+        """Realign every job (see ``train.realign``); ``failures`` gets each job's reasons."""
+        got = self.call("realign", model.state_dict(), pdfs, trans, beams, keep_previous, what)
+        merged: dict[str, Alignment] = {}
+        total = Realigned()
+        for part, (alis, reasons, counts) in zip(self.parts, got, strict=True):
+            merged.update(alis)
+            for utt in part:
+                failures.reasons.pop(utt, None)
+            failures.reasons.update(reasons)
+            total += counts
+        self.alignments = {u: merged[u] for u in self.dags if u in merged}
+        total.log(what, beams)
+
+    def accumulate(self, model: AcousticModel) -> tuple[GmmStats, Counts, Counts]:
+        """Statistics under the current alignments, summed over jobs (``gmm-sum-accs``)."""
+        got = self.call("accumulate", model.state_dict())
+        stats, frames, visits = got[0]
+        for s, f, v in got[1:]:
+            stats.occ += s.occ
+            stats.sx += s.sx
+            stats.sxx += s.sxx
+            stats.loglike += s.loglike
+            stats.frames += s.frames
+            for into, add in ((frames, f), (visits, v)):
+                for key, n in add.items():
+                    into[key] = into.get(key, 0) + n
+        return stats, frames, visits
+
+    def mllt_stats(self, model: AcousticModel) -> tuple[torch.Tensor, float]:
+        got = self.call("mllt_stats", model.state_dict())
+        return sum(g for g, _ in got), sum(b for _, b in got)
+
+    def fmllr(self, model: AcousticModel, front: FrontEnd, current: dict[str, np.ndarray]
+              ) -> dict[str, np.ndarray]:
+        """Every speaker's fMLLR (each job's own speakers), see ``ladder.estimate_fmllr``."""
+        return _merged(self.call("fmllr", model.state_dict(), front, current))
+
+    def held_out_fmllr(self, mixture: DiagGMM, front: FrontEnd) -> dict[str, np.ndarray]:
+        """Every speaker's fMLLR without transcripts, see ``sat_feats.held_out_transforms``."""
+        return _merged(self.call("held_out_fmllr", mixture, front))
+
+
+def _merged(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {k: v for part in parts for k, v in part.items()}
+
+
+class Clock:
+    """Wall and CPU seconds since it was made: this process's CPU and every alignment
+    job's (workers report theirs with each answer), so a report can say seconds of
+    audio per core whatever ``--nj`` was."""
+
+    def __init__(self) -> None:
+        self.wall = time.time()
+        self.cpu = time.process_time() + Jobs.cpu_seconds
+
+    def figures(self, hours: float) -> dict[str, float]:
+        return {"seconds": round(time.time() - self.wall, 1),
+                "cpu_seconds": round(time.process_time() + Jobs.cpu_seconds - self.cpu, 1),
+                "audio_hours": round(hours, 4)}
