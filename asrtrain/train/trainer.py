@@ -133,10 +133,10 @@ class Trainer:
     def _restored_plateau(self, saved: dict[str, Any] | None) -> PlateauState:
         """The plateau decisions taken so far: as the checkpoint recorded them, else replayed from
         the held-out losses of its history (a checkpoint of a run under the paper's schedule)."""
-        if saved is not None:
-            return PlateauState.from_dict(saved)
         if self.plateau is None:
             return PlateauState()
+        if saved is not None:
+            return PlateauState.from_dict(saved)
         return self.plateau.replay(row.get("valid_loss") for row in self.history)
 
     def lr(self, epoch: int, fraction: float = 0.0) -> float:
@@ -283,7 +283,7 @@ class Trainer:
 
     def _save(self, name: str, where: dict[str, Any], own: dict[str, Any], stop_after: bool) -> None:
         state = {"step": self.step, "config": self.cfg.to_dict(), "history": self.history,
-                 "lr_state": self.plateau_state.to_dict(), **where}
+                 "lr_state": self.plateau_state.to_dict() if self.plateau else None, **where}
         path, stop = checkpoint.save(self.cfg.exp, name, self.model, self.optimizer, self.strategy, state, own,
                                      keep=self.cfg.keep_checkpoints,
                                      protect=frozenset(needed_epochs(self.selection, self.history)))

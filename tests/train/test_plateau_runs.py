@@ -58,6 +58,12 @@ def test_resume_keeps_the_recorded_state_not_a_replay(learnable_archives: tuple[
     assert [r["lr_decision"] for r in first.history] == ["first", "halve"]
     more = train(_cfg(learnable_archives, exp, epochs=3, plateau_threshold=0.0))
     assert more.history[2]["lr"] == pytest.approx(0.15)  # halved once, as recorded (a replay at 0: 0.3)
+    # a checkpoint of the paper's schedule records none: the plateau schedule replays its history
+    paper = tmp_path / "paper"
+    train(_cfg(learnable_archives, paper, epochs=2, lr_schedule="paper", anneal=1.0))
+    assert load_checkpoint(paper / "checkpoints" / "epoch-2")["trainer"]["lr_state"] is None
+    switched = train(_cfg(learnable_archives, paper, epochs=3, plateau_threshold=0.99))
+    assert switched.history[2]["lr"] == pytest.approx(0.15) and switched.history[2]["lr_halvings"] >= 1
 
 
 def test_plateau_stop_ends_training_and_a_rerun_trains_no_more(learnable_archives: tuple[Path, Path],
