@@ -13,12 +13,17 @@ Two parts, both printed as tables:
    AccumAmDiagGmm.accumulate_for_gmm per frame + mle_am_diag_gmm_update) on the same
    random aligned frames: the largest parameter difference and both times, side by side
    in one run (``--kaldi-sizes pdfs comps dim frames``). Needs kaldi-hmm-gmm.
+3. **Jobs** (``--nj 1 2 ...``): the same run once per number of jobs, then per stage
+   (each rung, each split's final alignment, the SAT features) wall and CPU seconds
+   (this process and every job's) per hour of audio, side by side.
 
 Usage (the demo's corpus, after its stages 0-1)::
 
     .venv/bin/python scripts/bench_align.py --corpus recipes/synth/data/corpus \\
         --mfcc recipes/synth/data/mfcc --out /tmp/bench_ali
     .venv/bin/python scripts/bench_align.py --report recipes/synth/exp/ali/report.json
+    .venv/bin/python scripts/bench_align.py --corpus recipes/synth/data/corpus \
+        --mfcc recipes/synth/data/mfcc --out /tmp/bench_nj --nj 1 2 -- --gauss 6000 --iters 15
 """
 
 from __future__ import annotations
@@ -73,6 +78,34 @@ def print_report(path: Path) -> None:
           "split after each rung)")
 
 
+def timing_rows(report: dict) -> dict[str, dict]:
+    """Every timed part of a report: the rungs, each split's final alignment, SAT features."""
+    rows = {stage: fig for stage, fig in report["stages"].items()}
+    rows.update({f"align {split}": fig for split, fig in report["splits"].items()})
+    if "sat_fmllr_time" in report:
+        rows["SAT features"] = report["sat_fmllr_time"]
+    return rows
+
+
+def print_jobs(reports: dict[int, dict]) -> None:
+    """Per part and number of jobs: wall and CPU seconds, and both per hour of audio."""
+    print(f"{'':14} {'nj':>3} {'audio h':>8} {'wall s':>8} {'cpu s':>8} {'wall s/h':>9} "
+          f"{'cpu s/h':>9} {'speed-up':>8}")
+    first = next(iter(reports.values()))
+    for part in timing_rows(first):
+        for nj, report in reports.items():
+            fig = timing_rows(report)[part]
+            hours = fig["audio_hours"]
+            base = timing_rows(first)[part]["seconds"]
+            print(f"{part:14} {nj:3d} {hours:8.3f} {fig['seconds']:8.1f} {fig['cpu_seconds']:8.1f} "
+                  f"{fig['seconds'] / hours:9.0f} {fig['cpu_seconds'] / hours:9.0f} "
+                  f"{base / max(fig['seconds'], 1e-9):8.2f}")
+    for nj, report in reports.items():
+        rows = timing_rows(report).values()
+        wall, cpu = sum(f["seconds"] for f in rows), sum(f["cpu_seconds"] for f in rows)
+        print(f"{'total':14} {nj:3d} {'':8} {wall:8.1f} {cpu:8.1f}")
+
+
 def kaldi_side_by_side(sizes: list[int]) -> None:
     script = REPO / "tests" / "align" / "kaldi_gmm_check.py"
     proc = subprocess.run([sys.executable, str(script), *map(str, sizes)], capture_output=True,
@@ -95,8 +128,17 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench_align"))
     ap.add_argument("--report", type=Path, help="print this report.json instead of running")
     ap.add_argument("--kaldi-sizes", type=int, nargs=4, default=[500, 8, 39, 100000])
+    ap.add_argument("--nj", type=int, nargs="+", help="run once per number of jobs; compare")
     ap.add_argument("extra", nargs="*", help="more options for prepare align (after --)")
     args = ap.parse_args()
+    if args.nj:
+        reports, root, extra = {}, args.out, list(args.extra)
+        for nj in args.nj:
+            args.out, args.extra = root / f"nj{nj}", [*extra, "--nj", str(nj)]
+            reports[nj] = json.loads(run_align(args).read_text())
+            print_report(args.out / "report.json")
+        print_jobs(reports)
+        return
     if args.report is None and args.corpus is not None:
         args.report = run_align(args)
     if args.report is not None:

@@ -32,6 +32,7 @@ from asrtrain.align.train import Beams, Corpus, Failures, StageSpec, train_stage
 from asrtrain.lang.hmm import FrameAlignment
 
 if TYPE_CHECKING:
+    from asrtrain.adapt.lda import LdaStats
     from asrtrain.align.parallel import Jobs
 
 log = logging.getLogger("asrtrain.align")
@@ -172,13 +173,9 @@ def _relabel(jobs: Jobs, pdfs: MonoPdfs | TreePdfs) -> None:
 def train_lda(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
               failures: Failures) -> Rung:
     """Splice ±3, LDA to 40 with the tree's pdfs as classes, MLLT during training."""
-    from asrtrain.adapt.lda import LdaStats, estimate_lda, splice
+    from asrtrain.adapt.lda import estimate_lda
 
-    stats = LdaStats.empty(prev.pdfs.num_pdfs, utts.dim * (2 * cfg.splice + 1))
-    for utt, ali in jobs.alignments.items():
-        stats.add(splice(torch.from_numpy(utts.feats[utt]), cfg.splice),
-                  torch.from_numpy(ali.pdf))
-    lda, _ = estimate_lda(stats, cfg.lda_dim)
+    lda, _ = estimate_lda(jobs.lda_stats(prev.pdfs.num_pdfs, cfg.splice), cfg.lda_dim)
     front = FrontEnd(deltas=False, context=cfg.splice, lda=lda)
     jobs.use_front(front)
     model = _single_gaussians(prev.pdfs.num_pdfs, jobs)
@@ -195,6 +192,16 @@ def train_lda(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
     model = train_stage(cfg.spec("lda"), jobs, model, prev.pdfs, prev.trans, cfg.beams,
                         failures, floor, hook=mllt)
     return Rung("lda", front, prev.pdfs, model, prev.trans)
+
+
+def lda_stats(utts: Utterances, alignments: dict, num_pdfs: int, context: int) -> LdaStats:
+    """LDA's statistics of one job: MFCC spliced ±``context``, classes the aligned pdfs."""
+    from asrtrain.adapt.lda import LdaStats, splice
+
+    stats = LdaStats.empty(num_pdfs, utts.dim * (2 * context + 1))
+    for utt, ali in alignments.items():
+        stats.add(splice(torch.from_numpy(utts.feats[utt]), context), torch.from_numpy(ali.pdf))
+    return stats
 
 
 def _single_gaussians(num_pdfs: int, jobs: Jobs) -> AcousticModel:

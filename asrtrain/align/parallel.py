@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from asrtrain.adapt.gmm import DiagGMM
+from asrtrain.adapt.lda import LdaStats
 from asrtrain.align.aligner import Alignment
 from asrtrain.align.am import AcousticModel, GmmStats
 from asrtrain.align.feats import FrontEnd, Utterances
@@ -87,6 +88,11 @@ class Shard:
 
     def accumulate(self, model: dict) -> tuple[GmmStats, Counts, Counts]:
         return accumulate(AcousticModel.from_state(model), self.corpus)
+
+    def lda_stats(self, num_pdfs: int, context: int) -> LdaStats:
+        from asrtrain.align.ladder import lda_stats
+
+        return lda_stats(self.utts, self.corpus.alignments, num_pdfs, context)
 
     def mllt_stats(self, model: dict) -> tuple[torch.Tensor, float]:
         from asrtrain.align.ladder import mllt_stats
@@ -264,6 +270,16 @@ class Jobs:
                     into[key] = into.get(key, 0) + n
         return stats, frames, visits
 
+    def lda_stats(self, num_pdfs: int, context: int) -> LdaStats:
+        """LDA's class statistics of the spliced MFCC under the alignments, summed."""
+        got = self.call("lda_stats", num_pdfs, context)
+        total = got[0]
+        for stats in got[1:]:
+            total.counts += stats.counts
+            total.sums += stats.sums
+            total.scatter += stats.scatter
+        return total
+
     def mllt_stats(self, model: AcousticModel) -> tuple[torch.Tensor, float]:
         got = self.call("mllt_stats", model.state_dict())
         return sum(g for g, _ in got), sum(b for _, b in got)
@@ -283,15 +299,17 @@ def _merged(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 
 class Clock:
-    """Wall and CPU seconds since it was made: this process's CPU and every alignment
-    job's (workers report theirs with each answer), so a report can say seconds of
-    audio per core whatever ``--nj`` was."""
+    """Wall and CPU seconds since it was made: every alignment job's CPU (workers report
+    theirs with each answer) and this process's, so a report can say CPU seconds per
+    hour of audio whatever ``--nj`` was, and how much of it stayed serial here."""
 
     def __init__(self) -> None:
         self.wall = time.time()
-        self.cpu = time.process_time() + Jobs.cpu_seconds
+        self.own = time.process_time()
+        self.jobs = Jobs.cpu_seconds
 
     def figures(self, hours: float) -> dict[str, float]:
+        own = time.process_time() - self.own
         return {"seconds": round(time.time() - self.wall, 1),
-                "cpu_seconds": round(time.process_time() + Jobs.cpu_seconds - self.cpu, 1),
-                "audio_hours": round(hours, 4)}
+                "cpu_seconds": round(own + Jobs.cpu_seconds - self.jobs, 1),
+                "parent_cpu_seconds": round(own, 1), "audio_hours": round(hours, 4)}
