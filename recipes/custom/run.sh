@@ -149,6 +149,11 @@ if want_stage 1; then
   done
   asrtrain prepare sizes "$data/mfcc/train" --lm-text "$lm_text" > "$data/sizes.sh.tmp"
   mv "$data/sizes.sh.tmp" "$data/sizes.sh"
+  # what transcribe.sh needs to treat new recordings as these were treated
+  mkdir -p "$exp"
+  printf '%s\n' "sample_rate=$sample_rate" "dither=$dither" "mfcc_bins=$mfcc_bins" \
+    "ivector_period=$ivector_period" "chunk=$chunk" "beam=$beam" "max_active=$max_active" \
+    > "$exp/features.sh"
   took 1
 fi
 
