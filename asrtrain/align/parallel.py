@@ -16,6 +16,7 @@ each (no queues: their semaphores outlive a killed process group), torch on one 
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 import traceback
 from dataclasses import dataclass
@@ -180,8 +181,9 @@ class Jobs:
         """``method(*args)`` on every job's shard (all at once); the answers in job order."""
         if self._local is not None:
             return [getattr(self._local, method)(*args)]
+        message = pickle.dumps((method, args), protocol=pickle.HIGHEST_PROTOCOL)
         for job in self._remote:
-            job.conn.send((method, args))
+            job.conn.send_bytes(message)     # pickled once for all (the model is large)
         return [self._answer(i) for i in range(self.nj)]
 
     def _one(self, i: int, method: str, *args: Any) -> Any:
