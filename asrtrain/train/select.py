@@ -94,17 +94,22 @@ def best_epoch(history: list[dict[str, Any]]) -> int | None:
     return min(scored)[1] if scored else None
 
 
+def _last(n: int, history: list[dict[str, Any]]) -> list[int]:
+    """The last ``n`` epochs of ``history`` (all of them when fewer are done)."""
+    last = int(history[-1]["epoch"])
+    return list(range(max(1, last - n + 1), last + 1))
+
+
 def pick(selection: Selection, history: list[dict[str, Any]]) -> Pick:
     """The epochs ``selection`` takes from ``history`` (one row per epoch done, in order)."""
     if not history:
         raise ConfigError("no epoch was trained: nothing to select a final model from")
     by_epoch = {row["epoch"]: row for row in history}
-    last = history[-1]["epoch"]
     if selection.rule == "average":
-        epochs = list(range(max(1, last - selection.n + 1), last + 1))
+        epochs = _last(selection.n, history)
     else:
         best = best_epoch(history) if selection.rule == "best" else None
-        epochs = [last if best is None else best]  # no finite held-out loss at all: the last epoch
+        epochs = _last(1, history) if best is None else [best]  # no finite held-out loss: the last
     return Pick(str(selection), epochs, [_loss(by_epoch[e]) if e in by_epoch else None for e in epochs])
 
 
@@ -115,8 +120,7 @@ def needed_epochs(selection: Selection, history: list[dict[str, Any]]) -> set[in
     if selection.rule == "best":
         best = best_epoch(history)
         return set() if best is None else {best}
-    last = history[-1]["epoch"]
-    return set(range(max(1, last - selection.n + 1), last + 1))
+    return set(_last(selection.n, history))
 
 
 def _checkpoint_model(exp: Path, epoch: int) -> dict[str, torch.Tensor]:
