@@ -3,8 +3,8 @@
 The best WER over settings on the test set itself (``best_wer``) is an oracle: the
 setting was chosen by looking at the test references. ``pick_on`` sweeps a dev decode
 and the test decode over the same grid, takes the setting with the fewest dev errors
-(ties: the smaller LM weight, then the smaller penalty) and reports the test WER there
-as the headline, in ``TEST/dev_picked_wer``::
+(ties: the centre of the tied settings, then the smaller LM weight and penalty) and
+reports the test WER there as the headline, in ``TEST/dev_picked_wer``::
 
     %WER 5.10 [ 72 / 1411, 8 ins, 6 del, 58 sub ] TEST/wer_10_0.5
     # dev-picked: lmwt 10, wip 0.5 on DEV: %WER 4.80 [ ... ]
@@ -30,7 +30,8 @@ from asrtrain.score.sweep import ScoreOptions, lowest, sweep
 
 log = logging.getLogger("asrtrain.score")
 
-TIE_RULE = "fewest dev errors; ties: the smaller LM weight, then the smaller penalty"
+TIE_RULE = ("fewest dev errors; ties: the tied setting nearest the centre of the tied ones "
+            "(in grid steps), then the smaller LM weight, then the smaller penalty")
 
 
 @dataclass(frozen=True)

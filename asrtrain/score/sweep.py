@@ -91,13 +91,35 @@ def _weight_key(stem: str) -> tuple[float, float, str]:
 
 
 def lowest(results: dict[str, Any]) -> str:
-    """The name with the fewest errors (a set without words last); ties: the first in
-    grid order (``results`` is in that order), i.e. the smaller LM weight, then penalty."""
+    """The name with the fewest errors (a set without words last). Ties go to the centre
+    of the tied settings (in grid steps: the one nearest their mean), then to the first
+    in grid order (``results`` is in that order): where a small dev set ties over a range
+    of LM weights, the middle of that plateau is the setting farthest from where errors
+    start, while its lowest weight sits on the plateau's edge."""
     def errors(name: str) -> float:
         r = results[name]
         return float("inf") if r["kaldi_wer"] is None else r["kaldi_errors"]
 
-    return min(results, key=errors)
+    fewest = min(errors(n) for n in results)
+    tied = [n for n in results if errors(n) == fewest]
+    return tied[0] if len(tied) == 1 else plateau_centre(tied, list(results))
+
+
+def plateau_centre(tied: list[str], names: list[str]) -> str:
+    """The tied setting nearest the mean of the tied ones, in grid steps (first on ties)."""
+    settings = [parse_setting(n) for n in names]
+    if any(s is None for s in settings):
+        return tied[0]
+    lmwts = sorted({s[0] for s in settings})
+    wips = sorted({s[1] for s in settings})
+
+    def steps(name: str) -> tuple[int, int]:
+        w, p = parse_setting(name)
+        return lmwts.index(w), wips.index(p)
+
+    coords = [steps(n) for n in tied]
+    mean = [sum(c[k] for c in coords) / len(coords) for k in (0, 1)]
+    return min(tied, key=lambda n: (steps(n)[0] - mean[0]) ** 2 + (steps(n)[1] - mean[1]) ** 2)
 
 
 def _remove_stale_wer(decode_dir: Path, scored: set[str]) -> None:

@@ -63,10 +63,21 @@ def test_the_pick_is_the_dev_optimum_not_the_test_one(tmp_path: Path) -> None:
     assert (dev / "wer_10_0.5").is_file()
 
 
-def test_ties_go_to_the_smaller_lm_weight_then_penalty(tmp_path: Path) -> None:
+def test_ties_go_to_the_centre_of_the_tied_settings_then_the_smaller_weight(tmp_path: Path) -> None:
+    # tied at 4: (10, 0.0), (10, 0.5), (12, 0.0); their centre in grid steps is nearest (10, 0.0)
     tied = dict(DEV, **{"12_0.0": 4, "10_0.0": 4})
     s = pick_on(_decode_dir(tmp_path / "test", TEST), _decode_dir(tmp_path / "dev", tied), OPTS)
     assert s["picked"]["name"] == "10_0.0"
+    # a small dev set error-free over a row of weights: the middle of the plateau, not its edge
+    flat = {f"{w}_{p}": (0 if p == "0.5" and w in ("8", "10", "12", "14", "16") else 5)
+            for w in ("6", "8", "10", "12", "14", "16", "18") for p in ("0.0", "0.5", "1.0")}
+    grid = {n: 3 for n in flat}
+    s = pick_on(_decode_dir(tmp_path / "test2", grid), _decode_dir(tmp_path / "dev2", flat), OPTS)
+    assert s["picked"]["name"] == "12_0.5"
+    # two tied settings equally near their centre: the first in grid order
+    pair = dict(DEV, **{"8_0.0": 1, "12_1.0": 1})
+    s = pick_on(_decode_dir(tmp_path / "test3", TEST), _decode_dir(tmp_path / "dev3", pair), OPTS)
+    assert s["picked"]["name"] == "8_0.0"
 
 
 def test_a_pick_on_an_edge_is_a_warning(tmp_path: Path, caplog) -> None:
