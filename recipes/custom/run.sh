@@ -264,5 +264,5 @@ if want_stage 8; then
     echo "The test set has no text: its transcripts at the dev-picked setting (${best##*wer_}) are"
     echo "$model/decode_test/hyp/${best##*wer_}.txt"
   fi
-  took 8
+  # (no "took" line here: the test WER is the last line)
 fi

@@ -77,6 +77,7 @@ topology=ring
 # decoding
 acwt=0.1
 lmwt=8:15
+wip=0.0,0.5,1.0
 beam=13
 max_active=7000
 decode_nj=2
@@ -203,19 +204,22 @@ if want_stage 5; then
 fi
 
 if want_stage 6; then
-  echo "=== stage 6: decode the test speakers with HCLG"
-  done_or_run decode-test "$model/decode_test" \
-    $decode_cmd "$model/decode_test/log/run.log" \
-      asrtrain decode "$model/final.pt" "$lang/graph" "$archives/test.h5" "$model/decode_test" \
-        --text "$corpus/test/text" --nj "$decode_nj" --acwt "$acwt" --lmwt "$lmwt" \
-        --beam "$beam" --max-active "$max_active"
+  echo "=== stage 6: decode the dev and test speakers with HCLG (LM weights $lmwt, penalties $wip)"
+  for split in dev test; do
+    done_or_run "decode-$split" "$model/decode_$split" \
+      $decode_cmd "$model/decode_$split/log/run.log" \
+        asrtrain decode "$model/final.pt" "$lang/graph" "$archives/$split.h5" "$model/decode_$split" \
+          --text "$corpus/$split/text" --nj "$decode_nj" --acwt "$acwt" --lmwt "$lmwt" --wip "$wip" \
+          --beam "$beam" --max-active "$max_active"
+  done
 fi
 
 if want_stage 7; then
-  echo "=== stage 7: score"
-  asrtrain score --sweep "$model/decode_test"
-  best=$(awk '{print $NF}' "$model/decode_test/best_wer")
+  echo "=== stage 7: score (LM weight and penalty picked on the dev speakers)"
+  asrtrain score --sweep "$model/decode_test" --pick-on "$model/decode_dev"
   echo
-  echo "Test speakers, best LM weight (${best##*_}), $strategy on $nproc learners:"
-  cat "$model/decode_test/score/${best##*_}/summary.txt"
+  echo "Test speakers, $strategy on $nproc learners, at the setting picked on dev:"
+  sed -n '2,$p' "$model/decode_test/dev_picked_wer"
+  picked=$(head -1 "$model/decode_test/dev_picked_wer" | awk '{print $NF}')
+  cat "$model/decode_test/score/${picked##*wer_}/summary.txt"
 fi

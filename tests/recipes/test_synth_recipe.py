@@ -24,7 +24,7 @@ TINY = {  # a minute of speech, 4 speakers; a 1-layer BLSTM of 16 cells for one 
 }
 STAGES = ["corpus", "logmel-train", "mfcc-train", "logmel-dev", "mfcc-dev", "logmel-test", "mfcc-test",
           "ivectors-train", "fmllr-train", "ivectors-dev", "fmllr-dev", "ivectors-test", "fmllr-test",
-          "lang", "archive-train", "archive-dev", "archive-test", "train", "decode-test"]
+          "lang", "archive-train", "archive-dev", "archive-test", "train", "decode-dev", "decode-test"]
 
 
 def copy_recipe(work: Path) -> Path:
@@ -51,15 +51,14 @@ def test_synth_recipe_end_to_end_then_skips(tmp_path: Path) -> None:
     script = copy_recipe(tmp_path)
     out = run(script)
     model = script.parent / "exp" / "blstm_h-adpsgd"
-    best = (model / "decode_test" / "best_wer").read_text().strip()
+    best = (model / "decode_test" / "dev_picked_wer").read_text().splitlines()[0]
     wer = re.match(r"%WER \d+\.\d+ \[ (\d+) / (\d+), \d+ ins, \d+ del, \d+ sub \]", best)
     assert wer, best
     n_words = sum(len(line.split()) - 1 for line in
                   (script.parent / "data/corpus/test/text").read_text().splitlines())
     assert int(wer.group(2)) == n_words  # every test word scored
-    # the end of the output: the best weight's report, with its WER
-    lmwt = best.split("wer_")[-1]
-    header = f"Test speakers, best LM weight ({lmwt}), h-adpsgd on 2 learners:"
+    # the end of the output: the report at the setting picked on dev, with its WER
+    header = "Test speakers, h-adpsgd on 2 learners, at the setting picked on dev:"
     assert header in out
     report = out[out.index(header):]
     assert f"Kaldi compute-wer (Levenshtein):  {wer.group(0)}" in report

@@ -1,0 +1,140 @@
+"""recipes/custom/run.sh: a user's own Kaldi data dirs to a dev-picked test WER, run from a
+copy of the recipe in a tmp dir.
+
+- yesno (real 8 kHz recordings; each utterance its own speaker, Kaldi's convention without
+  speaker labels) to 0.00% WER at the dev-picked setting, then transcribe.sh on its test
+  recordings without their text;
+- a synthesized corpus laid out as a user's data dir: 16 kHz FLAC files with a given dev
+  dir, and 8 kHz through sox pipes in wav.scp with dev held out of train;
+- bad input: a dev dir sharing a speaker with train, a sample rate that is not the audio's,
+  a missing required option.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+YESNO = Path(os.environ.get("ASRTRAIN_YESNO", "/work/shared/data/yesno")).resolve()
+WER_LINE = re.compile(r"^%WER (\d+\.\d\d) \[ \d+ / \d+, \d+ ins, \d+ del, \d+ sub \]$")
+needs_yesno = pytest.mark.skipif(
+    not (YESNO / "0_0_0_0_1_1_1_1.wav").is_file(),
+    reason=f"Kaldi's yesno corpus not found in {YESNO} (set ASRTRAIN_YESNO)")
+
+
+def copy_recipe(work: Path) -> Path:
+    for name in ("custom", "utils", "yesno"):
+        shutil.copytree(ROOT / "recipes" / name, work / "recipes" / name,
+                        ignore=shutil.ignore_patterns("data", "exp"))
+    return work / "recipes" / "custom"
+
+
+def run(script: Path, *args: object, ok: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    proc = subprocess.run(["bash", str(script), *map(str, args)], capture_output=True, text=True,
+                          timeout=1500, env=env)
+    if ok:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def yesno_dirs(work: Path) -> Path:
+    """yesno's train/test/dict/lm_text with each utterance its own speaker."""
+    data = work / "yesno"
+    subprocess.run(["bash", str(ROOT / "recipes/yesno/local/prepare_data.sh"), str(YESNO), str(data)],
+                   check=True, capture_output=True)
+    for split in ("train", "test"):
+        utts = [ln.split()[0] for ln in (data / split / "wav.scp").read_text().splitlines()]
+        table = "".join(f"{u} {u}\n" for u in utts)
+        (data / split / "utt2spk").write_text(table)
+        (data / split / "spk2utt").write_text(table)
+    return data
+
+
+def user_dir(corpus: Path, split: str, out: Path, rate: int | None = None) -> Path:
+    """A synthesized split as a user's data dir: its files, or sox pipes resampling them."""
+    out.mkdir(parents=True)
+    for name in ("text", "utt2spk", "spk2utt"):
+        shutil.copy(corpus / split / name, out / name)
+    lines = []
+    for line in (corpus / split / "wav.scp").read_text().splitlines():
+        utt, path = line.split(maxsplit=1)
+        lines.append(f"{utt} {path}" if rate is None else f"{utt} sox {path} -r {rate} -t wav - |")
+    (out / "wav.scp").write_text("".join(f"{ln}\n" for ln in lines))
+    return out
+
+
+def last_wer(stdout: str) -> float:
+    last = stdout.strip().splitlines()[-1]
+    m = WER_LINE.match(last)
+    assert m, f"the last line is not a WER line: {last!r}"
+    return float(m.group(1))
+
+
+@needs_yesno
+def test_yesno_reaches_zero_wer_at_the_dev_picked_setting_then_transcribes(tmp_path: Path) -> None:
+    recipe = copy_recipe(tmp_path)
+    data = yesno_dirs(tmp_path)
+    out = run(recipe / "run.sh", "--config", "conf/yesno.conf", "--train", data / "train",
+              "--test", data / "test", "--dict", data / "dict", "--lm-text", data / "lm_text")
+    assert "held out" in out.stdout + out.stderr
+    assert last_wer(out.stdout) == 0.0
+    picked = (recipe / "exp/blstm/decode_test/dev_picked_wer").read_text()
+    assert "best on test (oracle)" in picked
+    new = tmp_path / "new"
+    new.mkdir()
+    for name in ("wav.scp", "utt2spk", "spk2utt"):
+        shutil.copy(data / "test" / name, new / name)
+    run(recipe / "transcribe.sh", "--data", new, "--out", tmp_path / "hyp")
+    ref = dict(ln.split(maxsplit=1) for ln in (data / "test/text").read_text().splitlines())
+    hyp = dict(ln.split(maxsplit=1) for ln in (tmp_path / "hyp/text").read_text().splitlines())
+    assert hyp.keys() == ref.keys()
+    assert sum(hyp[u] != ref[u] for u in ref) <= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rate", [16000, 8000])
+def test_a_synthesized_corpus_laid_out_as_a_users_data_dirs(tiny_corpus: Path, tmp_path: Path,
+                                                           rate: int) -> None:
+    recipe = copy_recipe(tmp_path)
+    pipe = None if rate == 16000 else rate
+    train = user_dir(tiny_corpus, "train", tmp_path / "u/train", pipe)
+    test = user_dir(tiny_corpus, "test", tmp_path / "u/test", pipe)
+    dev = ["--dev", user_dir(tiny_corpus, "dev", tmp_path / "u/dev", pipe)] if rate == 16000 else []
+    out = run(recipe / "run.sh", "--train", train, "--test", test, *dev, "--dict",
+              tiny_corpus / "dict", "--lm-text", tiny_corpus / "lm_text", "--sample-rate", rate,
+              "--strategy", "single", "--nproc", 1, "--epochs", 3, "--ali-stages", "mono,tri",
+              "--ali-iters", 5, "--mono-iters", 10)
+    assert last_wer(out.stdout) < 100.0
+    sizes = (recipe / "data/sizes.sh").read_text()
+    assert re.search(r"^num_pdfs=\d+$", sizes, re.M)
+    assert not (recipe / "data/lang/pdf_ali/test.scp").exists()   # test never aligned
+    assert (recipe / "data/dev").is_dir() == (not dev)
+
+
+@needs_yesno
+def test_bad_input_is_one_line_and_a_nonzero_exit(tmp_path: Path) -> None:
+    recipe = copy_recipe(tmp_path)
+    data = yesno_dirs(tmp_path)
+    args = ["--config", "conf/yesno.conf", "--test", data / "test", "--dict", data / "dict",
+            "--lm-text", data / "lm_text"]
+    missing = run(recipe / "run.sh", *args, ok=False)
+    assert missing.returncode == 2 and "--train is required" in missing.stderr
+    shared = tmp_path / "dev"
+    shutil.copytree(data / "train", shared)
+    proc = run(recipe / "run.sh", *args, "--train", data / "train", "--dev", shared,
+               "--stop-stage", 0, ok=False)
+    assert proc.returncode != 0
+    assert re.search(r"speaker.*0_0_0_0_1_1_1_1", proc.stderr)
+    rate = run(recipe / "run.sh", *args, "--train", data / "train", "--sample-rate", 16000,
+               "--stop-stage", 1, ok=False)
+    assert rate.returncode != 0
+    assert re.search(r"8000", rate.stderr), rate.stderr[-2000:]
