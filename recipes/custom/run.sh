@@ -177,7 +177,7 @@ if want_stage 2; then
     asrtrain prepare align "$dict" "$data/mfcc/train" "$ali" --split dev="$data/mfcc/dev" \
       --stages "$ali_stages" --mono-gauss "$ali_mono_gauss" --mono-iters "$mono_iters" \
       --mono-utts "$mono_utts" --leaves "$ali_leaves" --gauss "$ali_gauss" --iters "$ali_iters" \
-      --max-lost "$ali_max_lost"
+      --max-lost "$ali_max_lost" --nj "$nj"
   took 2
 fi
 
