@@ -107,7 +107,7 @@ def test_yesno_recipe_reaches_zero_wer_then_skips(tmp_path: Path) -> None:
     assert int(wer.group(3)) == n_words == TEST_WORDS  # every test word scored
     assert wer.group(1) == "0.00" and wer.group(2) == "0", best
     lmwt = best.split("wer_")[-1]
-    header = f"Test utterances, best LM weight ({lmwt}), single on 1 learners:"
+    header = f"Test utterances, best LM weight on test (oracle) ({lmwt}), single on 1 learners:"
     assert header in out
     report = out[out.index(header):]
     assert f"Kaldi compute-wer (Levenshtein):  {wer.group(0)}" in report
