@@ -4,8 +4,8 @@
 (contract 7; a name is ``<lmwt>`` or ``<lmwt>_<wip>``, ``decode/grid.py``), writes
 Kaldi's ``DECODE_DIR/wer_<name>`` for each (``compute-wer`` lines) and
 ``DECODE_DIR/best_wer`` (the lowest ``%WER`` line followed by its file, as
-``utils/best_wer.sh`` prints it; ties go to the smaller LM weight, then the smaller
-penalty): the best on this set itself, an oracle figure when the set is the test set
+``utils/best_wer.sh`` prints it; ties go to the centre of the tied settings, see
+``lowest``): the best on this set itself, an oracle figure when the set is the test set
 (``pick.py`` picks on dev instead). The full reports of each setting go to
 ``DECODE_DIR/score/<name>/``, the summary to ``DECODE_DIR/score/sweep.json``.
 """
@@ -107,14 +107,15 @@ def lowest(results: dict[str, Any]) -> str:
 
 def plateau_centre(tied: list[str], names: list[str]) -> str:
     """The tied setting nearest the mean of the tied ones, in grid steps (first on ties)."""
-    settings = [parse_setting(n) for n in names]
-    if any(s is None for s in settings):
+    parsed = {n: parse_setting(n) for n in names}
+    grid = {n: s for n, s in parsed.items() if s is not None}
+    if len(grid) != len(parsed):
         return tied[0]
-    lmwts = sorted({s[0] for s in settings})
-    wips = sorted({s[1] for s in settings})
+    lmwts = sorted({w for w, _ in grid.values()})
+    wips = sorted({p for _, p in grid.values()})
 
     def steps(name: str) -> tuple[int, int]:
-        w, p = parse_setting(name)
+        w, p = grid[name]
         return lmwts.index(w), wips.index(p)
 
     coords = [steps(n) for n in tied]
