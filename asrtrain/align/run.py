@@ -145,6 +145,8 @@ def write_sat_features(out: Path, sat: Rung, splits: dict[str, Split], train: Sp
         else:
             with Jobs(split.utts, split.dags, nj) as jobs:
                 front.fmllr = jobs.held_out_fmllr(mixture, front)
+            log.info("%s: SAT fMLLR of %d held-out speakers estimated in %d jobs", split.name,
+                     len(front.fmllr), jobs.nj)
         written[split.name] = sat_feats.write_split(out / split.name, split.utts, front)
     return written
 

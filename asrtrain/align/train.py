@@ -170,7 +170,10 @@ def train_stage(spec: StageSpec, jobs: Jobs, model: AcousticModel, pdfs: MonoPdf
         trans.reestimate(frames, visits)
         if it <= mix_iters:
             target = min(target + step, spec.gauss)
-            model.mix_up(int(round(target)), stats.occ.sum(1))
+            # a pdf's occupancy is its aligned frames, a whole number: rounded, pdfs with
+            # equal counts tie exactly (broken by index), not by the order of float sums
+            # (which differs with --nj and would send a Gaussian elsewhere)
+            model.mix_up(int(round(target)), stats.occ.sum(1).round())
         log.info("%s iteration %d/%d: log-likelihood per frame %.3f over %d frames, "
                  "%d Gaussians, %d utterances aligned", spec.name, it, spec.iters,
                  stats.loglike / max(stats.frames, 1), stats.frames, model.num_gauss(),
