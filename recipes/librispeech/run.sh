@@ -66,6 +66,7 @@ topology=ring
 # decoding
 acwt=0.1
 lmwt=8:15
+wip=0.0,0.5,1.0
 beam=13
 max_active=7000
 decode_nj=4
@@ -121,10 +122,10 @@ if want_stage 1; then
 fi
 
 if want_stage 2; then
-  echo "=== stage 2: alignments from nothing ($align_stages) on $train_part, applied to dev and test"
+  echo "=== stage 2: alignments from nothing ($align_stages) on $train_part, applied to dev (test is never aligned)"
   done_or_run align "$ali" \
     asrtrain prepare align "$dict" "$data/mfcc/train" "$ali" \
-      --split dev="$data/mfcc/dev" --split test="$data/mfcc/test" --oov '<UNK>' \
+      --split dev="$data/mfcc/dev" --oov '<UNK>' \
       --stages "$align_stages" --mono-gauss "$mono_gauss" --mono-iters "$mono_iters" \
       --mono-utts "$mono_utts" \
       --leaves "$align_leaves" --gauss "$align_gauss" --iters "$align_iters"
@@ -136,7 +137,7 @@ if want_stage 3; then
     asrtrain prepare ivectors "$data/mfcc/train" "$exp/ivectors/train" --ubm-components "$ubm_components" \
       --dim "$ivector_dim" --period "$ivector_period" --online --iters "$ivector_iters"
   done_or_run fmllr-train "$exp/fmllr/train" \
-    asrtrain prepare fmllr "$data/mfcc/train" "$exp/fmllr/train" --ali "$ali/train/ali.scp" \
+    asrtrain prepare fmllr "$data/mfcc/train" "$exp/fmllr/train" --ali "$ali/train/pdf.scp" \
       --gmm-components "$fmllr_gmm_components"
   for split in dev test; do
     done_or_run "ivectors-$split" "$exp/ivectors/$split" \
@@ -156,13 +157,17 @@ fi
 if want_stage 5; then
   echo "=== stage 5: HDF5 archives of the fused input (fMLLR 40 + i-vector $ivector_dim + logmel 120)"
   for split in train dev test; do
+    targets=()   # the test archive has none: a test set has recordings, not alignments
+    if [ "$split" != test ]; then
+      targets=(--ali "$lang/pdf_ali/$split.scp" --num-pdfs "$(cat "$lang/num_pdfs")")
+    fi
     done_or_run "archive-$split" "$archives" \
       asrtrain prepare archive "$archives/$split.h5" \
         --stream fmllr="$exp/fmllr/$split/feats.scp" \
         --stream ivector="$exp/ivectors/$split/ivectors.scp" --ivector-period ivector="$ivector_period" \
         --stream logmel="$data/logmel/$split/feats.scp" \
         --cmvn logmel="$data/logmel/$split/cmvn.scp" --utt2spk "$data/logmel/$split/utt2spk" \
-        --ali "$lang/pdf_ali/$split.scp" --num-pdfs "$(cat "$lang/num_pdfs")"
+        "${targets[@]}"
   done
 fi
 
@@ -177,20 +182,23 @@ if want_stage 6; then
 fi
 
 if want_stage 7; then
-  echo "=== stage 7: decode $test_part with HCLG"
+  echo "=== stage 7: decode $dev_part and $test_part with HCLG (LM weights $lmwt, penalties $wip)"
   # the reference is every utterance of the part: one the archive lacks counts as deleted
-  done_or_run decode-test "$model/decode_test" \
-    $decode_cmd "$model/decode_test/log/run.log" \
-      asrtrain decode "$model/final.pt" "$lang/graph" "$archives/test.h5" "$model/decode_test" \
-        --text "$data/test/text" --nj "$decode_nj" --acwt "$acwt" --lmwt "$lmwt" \
-        --beam "$beam" --max-active "$max_active"
+  for split in dev test; do
+    done_or_run "decode-$split" "$model/decode_$split" \
+      $decode_cmd "$model/decode_$split/log/run.log" \
+        asrtrain decode "$model/final.pt" "$lang/graph" "$archives/$split.h5" "$model/decode_$split" \
+          --text "$data/$split/text" --nj "$decode_nj" --acwt "$acwt" --lmwt "$lmwt" --wip "$wip" \
+          --beam "$beam" --max-active "$max_active"
+  done
 fi
 
 if want_stage 8; then
-  echo "=== stage 8: score"
-  asrtrain score --sweep "$model/decode_test"
-  best=$(awk '{print $NF}' "$model/decode_test/best_wer")
+  echo "=== stage 8: score (LM weight and penalty picked on $dev_part)"
+  asrtrain score --sweep "$model/decode_test" --pick-on "$model/decode_dev"
+  picked=$(head -1 "$model/decode_test/dev_picked_wer" | awk '{print $NF}')
   echo
-  echo "$test_part, best LM weight (${best##*_}), $strategy on $nproc learners:"
-  cat "$model/decode_test/score/${best##*_}/summary.txt"
+  echo "$test_part at the setting picked on $dev_part (${picked##*/wer_}), $strategy on $nproc learners:"
+  sed -n '2,$p' "$model/decode_test/dev_picked_wer"
+  cat "$model/decode_test/score/${picked##*/wer_}/summary.txt"
 fi
