@@ -4,15 +4,18 @@ An epoch is a permutation of *blocks* (runs of ``block_chunks`` consecutive
 21-frame chunks, each one contiguous read); a learner takes its shard of that
 permutation (``rank::world_size``), or whatever block ids it is handed (a
 work-sharing counter in distributed training). Inside a block the chunks are
-shuffled, then cut into batches of ``batch_size`` chunks; a batch never spans
-two blocks. Both shuffles come from ``(seed, epoch[, block])``, so every learner
+shuffled; the learner's blocks, one after the other, make one stream of chunks
+that is cut into batches of ``batch_size`` chunks. A batch carries over a block
+boundary (the tail of one block and the head of the next), so every batch holds
+exactly ``batch_size`` chunks whatever the block size, except the last of the
+learner's epoch: a step is the batch the learning rate was computed for. Both shuffles come from ``(seed, epoch[, block])``, so every learner
 computes the same permutation alone and a resumed epoch repeats exactly.
 
 The unit of work is a :class:`Piece`: a block from a chunk of its shuffled order
 on (0 for a whole block; more for a block resumed in the middle of an epoch).
-:meth:`ChunkLoader.tagged` says with every batch which piece it came from and how
-far into the block it reaches, so whoever hands out the work knows exactly what
-was trained when a run stops.
+:meth:`ChunkLoader.tagged` says with every batch the last piece it reaches into and
+how far (the pieces before it, in the order given, are then trained to their end),
+so whoever hands out the work knows exactly what was trained when a run stops.
 
 A background thread reads and converts the next batches while the model
 computes. The HDF5 file opens lazily in the process that reads it, so a loader
@@ -51,7 +54,8 @@ class Piece:
     start: int = 0
 
 
-Tagged = tuple[Any, Any, Piece, int]  # x, y, the piece, the chunk of the block's order it reaches
+Tagged = tuple[Any, Any, Piece, int]  # x, y, the last piece it reaches into, the chunk of its order reached
+Part = tuple[np.ndarray, np.ndarray]  # features as stored, int64 targets: some chunks of one block
 
 
 def real_frames(y: Any) -> int:
@@ -121,8 +125,14 @@ class ChunkLoader:
         for x, y, _, _ in self.tagged(epoch, (Piece(i, int(b)) for i, b in enumerate(order))):
             yield x, y
 
-    def tagged(self, epoch: int, pieces: Iterable[Piece], claim_late: bool = False) -> Iterator[Tagged]:
-        """Yield ``(x, y, piece, end)`` for the batches of ``pieces``, ``end`` the chunk reached.
+    def tagged(self, epoch: int, pieces: Iterable[Piece], claim_late: bool = False,
+               carry: Tagged | None = None) -> Iterator[Tagged]:
+        """Yield ``(x, y, piece, end)`` for the batches of ``pieces``: ``piece`` the last one the
+        batch reaches into, ``end`` the chunk of its order reached.
+
+        ``carry``: a short batch left over from pieces served earlier (a lockstep member's
+        last batch of its piece); its chunks start the first batch, which the next
+        piece fills up.
 
         ``claim_late``: take the next piece from ``pieces`` only when at most one
         batch is left waiting. Where taking a piece is claiming work from a shared
@@ -134,40 +144,59 @@ class ChunkLoader:
             raise ConfigError("archive has no targets (made without --ali); it can be decoded "
                               "but not trained on", self.archive.path)
         if self.prefetch <= 0:
-            yield from self._batches(epoch, pieces)
+            yield from self._batches(epoch, pieces, carry)
             return
         buffer: queue.Queue[Any] = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
         if claim_late:
             pieces = _when_drained(pieces, buffer, stop)
-        yield from _prefetched(self._batches(epoch, pieces), buffer, stop)
+        yield from _prefetched(self._batches(epoch, pieces, carry), buffer, stop)
 
     def block_length(self, block: int) -> int:
         """Chunks in ``block``."""
         start, stop = self.block_range(block)
         return stop - start
 
-    def _batches(self, epoch: int, pieces: Iterable[Piece]) -> Iterator[Tagged]:
-        import torch
-
-        pin = torch.cuda.is_available() if self._pin is None else self._pin
+    def _batches(self, epoch: int, pieces: Iterable[Piece], carry: Tagged | None = None) -> Iterator[Tagged]:
+        """The stream of the pieces' chunks cut into full batches; only the last may be short."""
+        parts: list[Part] = [] if carry is None else [(carry[0].numpy(), carry[1].numpy())]
+        have = sum(len(y) for _, y in parts)
+        last: tuple[Piece, int] | None = None if carry is None else (carry[2], carry[3])
         for piece in pieces:
-            start, stop = self.block_range(piece.block)
-            feats, targets = self.archive.read_chunks(start, stop)
-            assert targets is not None
+            feats, targets = self._read(piece.block)
             order = self.chunk_order(epoch, piece.block)
-            for first in range(piece.start, len(order), self.batch_size):
-                idx = order[first:first + self.batch_size]
+            first = piece.start
+            while first < len(order):
+                idx = order[first:first + self.batch_size - have]
                 # As stored (float16), gathered by numpy: the step converts on its device
                 # (half the bytes to pin and copy), and a torch op here would start a second
                 # OpenMP team beside the step's, which on 2 cores cost 12% of the step.
-                x = torch.from_numpy(feats[idx])
-                y = targets[idx].astype(np.int64)
-                y[y == PAD_TARGET] = IGNORE_INDEX
-                yt = torch.from_numpy(y)
-                if pin:
-                    x, yt = x.pin_memory(), yt.pin_memory()
-                yield x, yt, piece, first + len(idx)
+                parts.append((feats[idx], targets[idx]))
+                have, first = have + len(idx), first + len(idx)
+                last = (piece, first)
+                if have == self.batch_size:
+                    yield self._batch(parts, *last)
+                    parts, have = [], 0
+        if parts and last is not None:
+            yield self._batch(parts, *last)
+
+    def _read(self, block: int) -> Part:
+        """A block's features as stored and its targets (int64, padding as ``IGNORE_INDEX``)."""
+        feats, targets = self.archive.read_chunks(*self.block_range(block))
+        assert targets is not None
+        y = targets.astype(np.int64)
+        y[y == PAD_TARGET] = IGNORE_INDEX
+        return feats, y
+
+    def _batch(self, parts: list[Part], piece: Piece, end: int) -> Tagged:
+        """One batch of ``parts`` (pinned for the GPU copy where there is a GPU)."""
+        import torch
+
+        x = torch.from_numpy(parts[0][0] if len(parts) == 1 else np.concatenate([f for f, _ in parts]))
+        y = torch.from_numpy(parts[0][1] if len(parts) == 1 else np.concatenate([t for _, t in parts]))
+        if torch.cuda.is_available() if self._pin is None else self._pin:
+            x, y = x.pin_memory(), y.pin_memory()
+        return x, y, piece, end
 
     def __repr__(self) -> str:
         return (f"ChunkLoader({str(self.archive.path)!r}, batch_size={self.batch_size}, "

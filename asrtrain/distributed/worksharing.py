@@ -11,7 +11,8 @@ first. The members of a super-learner claim together: member 0 takes
 ``group_size`` pieces and broadcasts them on the super-learner's group.
 
 :class:`Hand` is one learner's side: the pieces it was given and has not finished,
-in order, the first one trained up to a known chunk. A run stopped at a step
+in order, the first one trained up to a known chunk (a batch that reaches into a
+later piece finishes the ones before it). A run stopped at a step
 boundary therefore knows exactly what is done, what is half done and what was
 claimed but not started, so a resumed epoch trains every chunk once.
 
@@ -176,12 +177,19 @@ class Hand:
         self._served.append(None if piece is None else (piece, end))
 
     def stepped(self) -> None:
-        """The oldest served batch was trained: move the piece on, or finish it."""
+        """The oldest served batch was trained: finish the pieces it went past, move its last one on.
+
+        A batch carries over block boundaries: it may end in a later piece than the
+        one in progress, which is then trained to its end (pieces are served in order).
+        """
         item = self._served.popleft() if self._served else None
         if item is None:
             return
         piece, end = item
-        assert self.pieces and self.pieces[0].pos == piece.pos, "pieces are trained in the order served"
+        while self.pieces and self.pieces[0].pos != piece.pos:
+            self.work.finish(self.pieces.pop(0))
+            self.finished += 1
+        assert self.pieces, "pieces are trained in the order served"
         if end >= self.block_length(piece.block):
             self.work.finish(self.pieces.pop(0))
             self.finished += 1

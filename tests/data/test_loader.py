@@ -1,5 +1,5 @@
 """The chunk loader: every frame exactly once per epoch with its own target, seeded order,
-sharding, handed-out blocks, batches inside blocks, prefetch thread, fork safety."""
+sharding, handed-out blocks, batches over block boundaries, prefetch thread, fork safety."""
 
 from __future__ import annotations
 
@@ -84,23 +84,53 @@ def test_order_is_seeded(archive: tuple[Path, dict]) -> None:
     assert sorted(ld.block_order(0)) == list(range(ld.num_blocks))
 
 
-def test_batches_stay_inside_blocks_and_follow_handed_out_blocks(archive: tuple[Path, dict]) -> None:
-    path, _ = archive
-    arc = Archive(path)
+def _chunk_ids(path: Path) -> dict[tuple[int, int], int]:
+    """Archive chunk number of (utterance number, first frame), read back from the features."""
     chunk_of = {}
-    for utt, first, count, _ in arc.utterances:
+    for utt, first, count, _ in Archive(path).utterances:
         for c in range(count):
             chunk_of[(utt_index(utt), c * 21)] = first + c
-    ld = ChunkLoader(path, batch_size=4, block_chunks=6, seed=0, prefetch=1)
-    handed = [3, 0, ld.num_blocks - 1]
+    return chunk_of
+
+
+@pytest.mark.parametrize("batch", [4, 6, 13])
+def test_batches_carry_over_blocks_and_follow_handed_out_blocks(archive: tuple[Path, dict], batch: int) -> None:
+    """Below, at and above a block (6): every batch but the last holds ``batch`` chunks, the handed-out
+    blocks' chunks in their order, each block's shuffled chunks one after the other."""
+    path, _ = archive
+    chunk_of = _chunk_ids(path)
+    ld = ChunkLoader(path, batch_size=batch, block_chunks=6, seed=0, prefetch=1)
+    handed = [3, 0, ld.num_blocks - 1, 5]
     served: list[int] = []
+    sizes = []
     for x, _ in ld.epoch(0, blocks=iter(handed)):
-        ids = [chunk_of[(int(u), int(t))] for u, t in x[:, 0, :2].tolist()]
-        blocks = {i // 6 for i in ids}
-        assert len(blocks) == 1
-        served.extend(ids)
-    expected = [c for b in handed for c in range(*ld.block_range(b))]
-    assert sorted(served) == sorted(expected) and len(served) == len(set(served))
+        sizes.append(len(x))
+        served.extend(chunk_of[(int(u), int(t))] for u, t in x[:, 0, :2].tolist())
+    expected = [ld.block_range(b)[0] + int(i) for b in handed for i in ld.chunk_order(0, b)]
+    assert served == expected
+    total = len(expected)
+    assert sizes == [batch] * (total // batch) + ([total % batch] if total % batch else [])
+
+
+def test_tags_name_the_last_piece_reached(archive: tuple[Path, dict]) -> None:
+    """A batch over a block boundary is tagged with the piece it ends in and the chunk reached there."""
+    path, _ = archive
+    ld = ChunkLoader(path, batch_size=4, block_chunks=6, seed=2, prefetch=0)
+    tags = [(piece.block, end) for *_, piece, end in ld.tagged(0, [Piece(0, 2), Piece(1, 5)])]
+    assert tags == [(2, 4), (5, 2), (5, 6)]
+
+
+def test_a_carried_batch_is_filled_by_the_next_piece(archive: tuple[Path, dict]) -> None:
+    """A lockstep member's short last batch of one piece, carried into the next: the batches are
+    those of the two pieces served together."""
+    path, _ = archive
+    ld = ChunkLoader(path, batch_size=4, block_chunks=6, seed=2, prefetch=0)
+    together = list(ld.tagged(0, [Piece(0, 2), Piece(1, 5)]))
+    first = list(ld.tagged(0, [Piece(0, 2)]))
+    assert [len(b[0]) for b in first] == [4, 2]
+    rest = list(ld.tagged(0, [Piece(1, 5)], carry=first[-1]))
+    for a, b in zip(together, [first[0], *rest], strict=True):
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and a[2:] == b[2:]
 
 
 def test_unshuffled_order_is_the_archive_order(archive: tuple[Path, dict]) -> None:
