@@ -5,7 +5,8 @@ runs the loop (batches, learning-rate recipe, held-out evaluation, metrics,
 checkpoints); :class:`SimTrainer` changes only what a step is: the batch of the
 whole job (``--batch`` chunks) is cut into one slice per learner, and each replica
 takes the real :meth:`Trainer.train_step` on its slice with its own weights and
-momentum (swapped into the one model, no copy). A super-learner of ``g`` learners
+momentum (the loader's batches carry over its blocks, so a batch above a block is
+still whole) (swapped into the one model, no copy). A super-learner of ``g`` learners
 is one replica on the union of its members' slices: its members hold equal weights
 and its gradient is one learner's on that union (the property the mechanism tests
 prove for real SSGD). So:
@@ -221,8 +222,13 @@ class SimTrainer(Trainer):
             p.data = t
 
     def slices(self, batch: DeviceBatch) -> list[DeviceBatch | None]:
-        """The job's batch cut per replica: each learner ``batch/learners`` chunks, a super-learner its members'."""
-        per = self.cfg.batch // self.sim.learners * (self.sim.learners // self.sim_strategy.n)
+        """The job's batch cut per replica: each learner ``batch/learners`` chunks, a super-learner its members'.
+
+        The loader's batches carry over its blocks, so each holds ``--batch`` chunks and
+        every replica gets its full slice; the epoch's last, shorter batch is cut evenly
+        (a replica sits out only when it has fewer chunks than replicas).
+        """
+        per = -(-len(batch.y) // self.sim_strategy.n)  # = batch/learners · learners per replica on a full batch
         out: list[DeviceBatch | None] = []
         for r in range(self.sim_strategy.n):
             x, y = batch.x[r * per:(r + 1) * per], batch.y[r * per:(r + 1) * per]

@@ -131,6 +131,15 @@ class TrainConfig:
             raise ConfigError(f"batch {self.batch} does not split evenly over {world_size} learners")
         return self.batch // world_size
 
+    def epoch_steps(self, chunks: int) -> tuple[int, int]:
+        """(steps of an epoch of ``chunks``, chunks in its last step) for one learner or SSGD.
+
+        Batches carry over the loader's blocks, so every step holds ``batch`` chunks
+        but the epoch's last, whatever the block size.
+        """
+        steps = max(math.ceil(chunks / self.batch), 1)
+        return steps, chunks - (steps - 1) * self.batch
+
     def with_archive_dims(self, feat_dim: int, num_pdfs: int) -> TrainConfig:
         """This config with the model's input and output sizes taken from the archive."""
         return replace(self, model=replace(self.model, input_dim=feat_dim, num_pdfs=num_pdfs))

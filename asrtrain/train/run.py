@@ -10,7 +10,6 @@ layer's (learners, super-learners, ring).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +59,18 @@ def _rates(cfg: TrainConfig) -> str:
     return head + Plateau.from_config(cfg).describe()
 
 
+def _steps(cfg: TrainConfig, chunks: int, world: int, size: int) -> dict[str, Any]:
+    """Steps per epoch and the last one's batch: exact for one learner and SSGD (a step is ``--batch``
+    chunks, over block boundaries); with several learners each one's own last step may be short."""
+    steps, last = cfg.epoch_steps(chunks)
+    note = ""
+    if world > 1:
+        note = ("; each learner's last step may be short too: one step more where their shares end unevenly"
+                if size == world else f"; about: {world // size} super-learners share the blocks as fast as each goes")
+    return {"steps/epoch": steps,
+            "last step (chunks)": f"{last}" + (" (the epoch's remainder)" if last < cfg.batch else "") + note}
+
+
 _SELECT = {"last": "the last epoch's model", "best": "the epoch with the lowest held-out loss",
            "average": "the mean of the last {n} epoch checkpoints' weights"}
 
@@ -82,7 +93,7 @@ def plan(cfg: TrainConfig, dist_cfg: DistConfig) -> dict[str, Any]:
     out.update(layout)
     out.update({
         "batch (chunks)": cfg.batch, "batch_per_learner": per, "effective_batch": per * world,
-        "super_learner_batch": per * size, "steps/epoch": math.ceil(archive.num_chunks / cfg.batch),
+        "super_learner_batch": per * size, **_steps(cfg, archive.num_chunks, world, size),
         "epochs": cfg.epochs, "peak lr": schedule.peak_lr,
         "lr schedule": cfg.lr_schedule,
         "lr by epoch": _rates(resolved),

@@ -202,7 +202,7 @@ class Trainer:
         """Every batch the strategy serves this learner; returns [loss, frames, correct, steps, seconds]."""
         totals, self._resumed_totals = self._resumed_totals or [0.0] * 5, None
         window, started, shown = StepWindow(), time.perf_counter() - totals[4], 0.0
-        steps = math.ceil(self.archive.num_chunks / self.cfg.batch)
+        steps, _ = self.cfg.epoch_steps(self.archive.num_chunks)
         with EpochBar(self.strategy, epoch, self.cfg.epochs, min(steps, self.cfg.max_steps_per_epoch or steps),
                       self.loader.num_blocks) as bar:
             while True:  # until the epoch's work is done; a pause for a checkpoint goes round again
