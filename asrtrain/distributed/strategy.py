@@ -224,24 +224,37 @@ class DistributedStrategy(Strategy):
         return 0 if self.hand is None else self.hand.work.handed_out
 
     def _lockstep(self, loader: Any, epoch: int, hand: Hand) -> Batches:
-        """Batches of the members in step: an empty one for a member out of work, all stop together."""
+        """Batches of the members in step: an empty one for a member out of work, all stop together.
+
+        A member's short last batch of its pieces is held back (``carry``) and filled up
+        by the next piece it is given, so its batches hold ``--batch``'s share whatever
+        the block size; when no piece is left the held batches are the epoch's last step.
+        """
         it: Any = iter(loader.tagged(epoch, list(hand.pieces))) if hand.pieces else None
         shape: tuple[int, int] | None = None
+        carry: Any = None
+        last = False  # no piece left for anyone: the held batches are stepped, then the epoch ends
         while True:
             self.heartbeat.touch()
             item = next(it, None) if it is not None else None
+            if item is not None and not last and len(item[1]) < loader.batch_size:
+                carry, item = item, None  # only the iterator's last batch is short
             if item is not None:
                 shape = (int(item[0].shape[1]), int(item[0].shape[2]))
             ready = self.gossip is not None and self.gossip.busy and self.gossip.ready()
             agreed = self.lockstep.agree(item is not None, 0 if item is None else real_frames(item[1]), ready,
                                          self.pauses.pending() or 0)
             if agreed.have == 0:
-                piece, any_piece = self.lockstep.claim(hand.work, hand.wait_more)
-                if not any_piece:
+                if last:
                     return
+                piece, any_piece = self.lockstep.claim(hand.work, hand.wait_more)
                 if piece is not None:
                     hand.take(piece)
-                it = iter(loader.tagged(epoch, [piece])) if piece is not None else None
+                    it, carry = iter(loader.tagged(epoch, [piece], carry=carry)), None
+                elif not any_piece:  # the held batches are the last step
+                    it, carry, last = (iter([carry]) if carry is not None else None), None, True
+                else:  # pieces for the others only: this member keeps its held batch for its next piece
+                    it = None
                 continue
             if agreed.have < self.layout.group_size:
                 shape = self.lockstep.shape(shape)
