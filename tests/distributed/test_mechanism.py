@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jobs import SSGD, STEP, mechanism_runs, scenarios, tiny_config  # noqa: E402
 
 from asrtrain.data.archive import Archive  # noqa: E402
-from asrtrain.data.loader import real_frames  # noqa: E402
+from asrtrain.data.loader import ChunkLoader, real_frames  # noqa: E402
 from asrtrain.distributed.local import launch_local  # noqa: E402
 from asrtrain.distributed.shm import SHM_DIR  # noqa: E402
 from asrtrain.train.device import DeviceBatch  # noqa: E402
@@ -49,9 +49,11 @@ def test_ssgd_equals_one_learner_on_the_union_of_the_batches(runs, archives, tmp
     recs = runs["ssgd"]
     steps = recs[0]["steps"]
     assert steps >= 4 and all(r["steps"] == steps for r in recs)
-    # Blocks of unequal length: some members took empty steps, and no batch was lost.
-    chunks, per, block = Archive(archives[0]).num_chunks, 3, 8
-    batches = sum(math.ceil(min(block, chunks - b) / per) for b in range(0, chunks, block))
+    # Members claim a block each per round (member j: positions j, j+4, ...); a member's batches carry
+    # over its blocks, so it takes ceil(its chunks / 3) batches. Its shorter share ends in empty steps.
+    loader = ChunkLoader(archives[0], batch_size=3, block_chunks=8, seed=tiny_config(archives[0], tmp_path).seed)
+    order = loader.block_order(1)
+    batches = sum(math.ceil(sum(loader.block_length(b) for b in order[j::4]) / 3) for j in range(4))
     assert sum(b is not None for r in recs for b in r["batches"]) == batches
     assert any(b is None for r in recs for b in r["batches"])
     # The reference: one learner (the base strategy) taking the same steps on the union.
