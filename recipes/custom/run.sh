@@ -77,9 +77,10 @@ lr_schedule=paper
 strategy=h-adpsgd
 nproc=4
 group_size=2
-# decoding: LM weights and word insertion penalties swept on dev and test, picked on dev
-lmwt=6,8,10,12,14,16,18
-wip=0.0,0.5,1.0
+# decoding: LM weights and word insertion penalties swept on dev and test, picked on dev;
+# each pair is a decoding pass (no lattices yet), so the grid is coarse: 10 passes
+lmwt=6,9,12,15,18
+wip=0.0,1.0
 beam=13
 max_active=7000
 
