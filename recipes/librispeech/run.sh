@@ -67,6 +67,8 @@ topology=ring
 acwt=0.1
 lmwt=8:15
 wip=0.0,0.5,1.0
+# alignment jobs (processes; the speakers split among them)
+align_nj=2
 beam=13
 max_active=7000
 decode_nj=4
@@ -128,7 +130,7 @@ if want_stage 2; then
       --split dev="$data/mfcc/dev" --oov '<UNK>' \
       --stages "$align_stages" --mono-gauss "$mono_gauss" --mono-iters "$mono_iters" \
       --mono-utts "$mono_utts" \
-      --leaves "$align_leaves" --gauss "$align_gauss" --iters "$align_iters"
+      --leaves "$align_leaves" --gauss "$align_gauss" --iters "$align_iters" --nj "$align_nj"
 fi
 
 if want_stage 3; then
