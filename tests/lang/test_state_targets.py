@@ -45,7 +45,7 @@ def test_topology_tree_and_targets_follow_the_aligners_states() -> None:
     tree, _ = build_tree(alis, topo, ci_phones=[SIL], num_pdfs=30)
     for ali in alis:
         pdfs = phone_to_pdf(ali, tree)
-        assert [tree.pdf_info[p] for p in pdfs] == list(zip(ali.phones.tolist(), ali.states.tolist()))
+        assert [tree.pdf_info[p] for p in pdfs] == list(zip(ali.phones.tolist(), ali.states.tolist(), strict=True))
     counts = context_counts(alis, topo)
     assert sum(counts.values()) == sum(len(a.phones) for a in alis)
 
