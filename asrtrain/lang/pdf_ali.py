@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +23,11 @@ from asrtrain.lang.tree import ContextTree
 
 log = logging.getLogger("asrtrain.lang.pdf_ali")
 
-def phone_to_pdf(item: Alignment, tree: ContextTree, utt: str = "?", cuts: Sequence[int] = ()
-                 ) -> np.ndarray:
-    """The pdf id of every frame of one utterance's alignment."""
-    ali = as_frames((item, cuts) if cuts else item)
+
+def phone_to_pdf(item: Alignment, tree: ContextTree, utt: str = "?") -> np.ndarray:
+    """The pdf id of every frame of one utterance's alignment (phones alone, with their
+    CTM cuts, or a :class:`FrameAlignment` with the aligner's states)."""
+    ali = as_frames(item)
     out = np.empty(len(ali.phones), dtype=np.int32)
     segs = ali.segments()
     for i, (phone, start, n) in enumerate(segs):
