@@ -6,7 +6,8 @@ paper-sized BLSTM overfits in two epochs. The rule scales each size with the hou
 training speech, anchored to what was measured or what Kaldi's recipes use:
 
 - alignment ladder: tree leaves ≈ 1200·h^0.35 (1,000 on the demo's 0.74 h; Kaldi's
-  mini_librispeech, 5 h, uses 2,000-2,500; LibriSpeech 960 h 5,000-7,000), Gaussians
+  mini_librispeech, 5 h, uses 2,000-2,500; LibriSpeech 960 h 5,000-7,000) but at least
+  100 frames each, Gaussians
   6 per leaf as Kaldi's recipes (2,000/10,000 ... 5,000/100,000) but at least 45 frames
   each; monophones 1,000 Gaussians (Kaldi's default) or fewer on tiny corpora;
 - the hybrid's tree ≈ 400·h^0.6 pdfs (300 on 0.74 h; ≈ 38k at 2,000 h: the papers'
@@ -40,7 +41,7 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None) -> dict[str, int | f
     if frames <= 0:
         raise InputError("no training frames: cannot size the recipe")
     h = frames / FRAMES_PER_HOUR
-    leaves = _clip(1200 * h ** 0.35, 50, 7000)
+    leaves = _clip(min(1200 * h ** 0.35, frames / 100), 50, 7000)
     small, medium, large = h < 2, h < 20, h < 200
     hidden, layers = (160, 3) if small else (320, 4) if medium else (512, 5) if large else (512, 6)
     sizes: dict[str, int | float] = {

@@ -1,0 +1,42 @@
+"""The recipe sizes that scale with the corpus (asrtrain/data/sizes.py, `prepare sizes`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from asrtrain.core.errors import InputError
+from asrtrain.data.sizes import FRAMES_PER_HOUR, count_frames, recipe_sizes, shell_lines
+
+
+def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
+    demo = recipe_sizes(int(0.744 * FRAMES_PER_HOUR), lm_tokens=900_000)
+    # the demo's hand-set sizes: 1000 leaves / 6000 Gaussians, 300 pdfs, 3x160, batch 128 at 0.5
+    assert 900 <= demo["ali_leaves"] <= 1200 and 5000 <= demo["ali_gauss"] <= 7200
+    assert 250 <= demo["num_pdfs"] <= 400
+    assert (demo["layers"], demo["hidden"], demo["batch"], demo["lr"]) == (3, 160, 128, 0.5)
+    assert demo["lm_order"] == 3
+    paper = recipe_sizes(2000 * FRAMES_PER_HOUR, lm_tokens=50_000_000)
+    assert (paper["layers"], paper["hidden"], paper["proj"], paper["epochs"]) == (6, 512, 256, 16)
+    assert 30_000 <= paper["num_pdfs"] <= 40_000 and paper["lm_order"] == 4
+    hours = [0.05, 0.5, 5, 50, 500]
+    sizes = [recipe_sizes(int(h * FRAMES_PER_HOUR)) for h in hours]
+    for key in ("ali_leaves", "ali_gauss", "num_pdfs", "hidden", "layers"):
+        values = [s[key] for s in sizes]
+        assert values == sorted(values), key
+    tiny = recipe_sizes(int(0.05 * FRAMES_PER_HOUR))
+    frames = 0.05 * FRAMES_PER_HOUR   # yesno's size: data, not the power law, bounds the models
+    assert tiny["ali_leaves"] <= frames / 100 + 10 and tiny["ali_gauss"] <= frames / 45 + 10
+    assert "lm_order" not in tiny
+
+
+def test_frames_come_from_utt2num_frames_and_bad_lines_are_named(tmp_path: Path) -> None:
+    (tmp_path / "utt2num_frames").write_text("a 100\nb 250\n")
+    assert count_frames(tmp_path) == (350, 2)
+    (tmp_path / "utt2num_frames").write_text("a 100\nb x\n")
+    with pytest.raises(InputError, match="line 2: expected 'utt frames'"):
+        count_frames(tmp_path)
+    with pytest.raises(InputError, match="no training frames"):
+        recipe_sizes(0)
+    assert shell_lines({"a": 1, "lr": 0.5}) == "a=1\nlr=0.5\n"
