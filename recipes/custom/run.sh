@@ -123,7 +123,7 @@ if want_stage 0; then
   if [ -z "$dev" ]; then
     n=$dev_speakers
     if [ "$n" = auto ]; then
-      s=$(cut -d' ' -f1 "$train/spk2utt" | wc -l)
+      s=$(awk '{print $2}' "$train/utt2spk" | sort -u | wc -l)
       [ "$s" -ge 2 ] || die "$train has $s speaker(s): give a dev set (--dev DIR)"
       n=$(( s / 15 )); [ "$n" -ge 1 ] || n=1; [ "$n" -le 10 ] || n=10
     fi
