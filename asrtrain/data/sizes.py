@@ -22,7 +22,6 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from asrtrain.core.errors import InputError
@@ -85,6 +84,4 @@ def count_tokens(text: Path) -> int:
 
 def shell_lines(sizes: dict[str, int | float]) -> str:
     """``name=value`` lines a recipe can source."""
-    def fmt(v: int | float) -> str:
-        return repr(v) if isinstance(v, float) and not math.isinf(v) else str(v)
-    return "".join(f"{k}={fmt(v)}\n" for k, v in sizes.items())
+    return "".join(f"{k}={v}\n" for k, v in sizes.items())
