@@ -148,7 +148,7 @@ if want_stage 1; then
       asrtrain prepare features "$(src "$split")" "$data/logmel/$split" --type logmel --num-bins 40 --deltas \
         --dither "$dither" --sample-rate "$sample_rate" --nj "$nj"
   done
-  asrtrain prepare sizes "$data/mfcc/train" --lm-text "$lm_text" > "$data/sizes.sh.tmp"
+  asrtrain prepare sizes "$data/mfcc/train" --lm-text "$lm_text" --chunk "$chunk" > "$data/sizes.sh.tmp"
   mv "$data/sizes.sh.tmp" "$data/sizes.sh"
   # what transcribe.sh needs to treat new recordings as these were treated
   mkdir -p "$exp"

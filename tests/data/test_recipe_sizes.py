@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from asrtrain.core.errors import InputError
-from asrtrain.data.sizes import FRAMES_PER_HOUR, count_frames, recipe_sizes, shell_lines
+from asrtrain.data.sizes import (
+    CHUNK_FRAMES,
+    FRAMES_PER_HOUR,
+    MIN_BATCH,
+    MIN_STEPS_PER_EPOCH,
+    count_frames,
+    recipe_sizes,
+    shell_lines,
+)
 
 
 def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
@@ -29,6 +37,22 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     frames = 0.05 * FRAMES_PER_HOUR   # yesno's size: data, not the power law, bounds the models
     assert tiny["ali_leaves"] <= frames / 100 + 10 and tiny["ali_gauss"] <= frames / 45 + 10
     assert "lm_order" not in tiny
+
+
+def test_small_corpora_get_a_batch_that_leaves_enough_steps_an_epoch() -> None:
+    steps = []
+    for minutes in (3, 6, 12, 25, 44, 120):
+        frames = minutes * FRAMES_PER_HOUR // 60
+        sizes = recipe_sizes(frames)
+        batch = sizes["batch"]
+        assert sizes["base_batch"] == batch and batch & (batch - 1) == 0   # a power of two
+        chunks = frames // CHUNK_FRAMES
+        assert batch == MIN_BATCH or chunks >= MIN_STEPS_PER_EPOCH * batch, minutes
+        assert batch == 128 or chunks < MIN_STEPS_PER_EPOCH * 2 * batch, minutes   # largest such
+        steps.append(chunks // batch)
+    assert recipe_sizes(6 * FRAMES_PER_HOUR // 60)["batch"] == 16
+    # longer chunks mean fewer of them: the same minutes get a smaller batch
+    assert recipe_sizes(FRAMES_PER_HOUR // 2, chunk=41)["batch"] < recipe_sizes(FRAMES_PER_HOUR // 2)["batch"]
 
 
 def test_frames_come_from_utt2num_frames_and_bad_lines_are_named(tmp_path: Path) -> None:
