@@ -31,6 +31,6 @@ def sizes(feats_dir: Path, lm_text: Path | None, chunk: int | None) -> None:
 
     frames, utts = count_frames(feats_dir)
     tokens = count_tokens(lm_text) if lm_text is not None else None
-    click.echo(f"# {frames / 360000:.3f} h in {utts} utterances of {feats_dir}"
+    click.echo(f"# {frames / 360000:.3f} h of distinct speech in {utts} recordings of {feats_dir}"
                + (f"; LM text {tokens} words" if tokens is not None else ""))
     click.echo(shell_lines(recipe_sizes(frames, tokens, chunk or CHUNK_FRAMES)), nl=False)

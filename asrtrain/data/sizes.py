@@ -82,18 +82,42 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
 
 
 def count_frames(feats_dir: Path) -> tuple[int, int]:
-    """``(frames, utterances)`` of a features dir, from its ``utt2num_frames``."""
+    """``(frames, utterances)`` of the distinct speech in a features dir (its
+    ``utt2num_frames``): where ``utt2uniq`` names copies of one recording (speed
+    perturbation), each recording counts once, at its own length where it is among them,
+    so perturbing a corpus does not make its models bigger (Kaldi's recipes keep their
+    sizes with speed perturbation)."""
     path = Path(feats_dir) / "utt2num_frames"
-    frames = utts = 0
+    lengths: dict[str, int] = {}
     for n, line in enumerate(read_lines(path), 1):
         parts = line.split()
         if not parts:
             continue
         if len(parts) != 2 or not parts[1].isdigit():
             raise InputError(f"line {n}: expected 'utt frames'", path)
-        frames += int(parts[1])
-        utts += 1
-    return frames, utts
+        lengths[parts[0]] = int(parts[1])
+    uniq = _utt2uniq(Path(feats_dir) / "utt2uniq")
+    chosen: dict[str, int] = {}
+    for utt, frames in lengths.items():
+        source = uniq.get(utt, utt)
+        if source not in chosen or utt == source:
+            chosen[source] = frames
+    return sum(chosen.values()), len(chosen)
+
+
+def _utt2uniq(path: Path) -> dict[str, str]:
+    """utt → the recording it copies; empty without the file."""
+    if not path.is_file():
+        return {}
+    table = {}
+    for n, line in enumerate(read_lines(path), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 2:
+            raise InputError(f"line {n}: expected 'utt original-utt'", path)
+        table[parts[0]] = parts[1]
+    return table
 
 
 def count_tokens(text: Path) -> int:

@@ -58,6 +58,14 @@ def test_small_corpora_get_a_batch_that_leaves_enough_steps_an_epoch() -> None:
 def test_frames_come_from_utt2num_frames_and_bad_lines_are_named(tmp_path: Path) -> None:
     (tmp_path / "utt2num_frames").write_text("a 100\nb 250\n")
     assert count_frames(tmp_path) == (350, 2)
+    # speed-perturbed copies (utt2uniq) count once, at the original's length
+    (tmp_path / "utt2num_frames").write_text("sp0.9-a 111\na 100\nsp1.1-a 91\nb 250\n")
+    (tmp_path / "utt2uniq").write_text("sp0.9-a a\na a\nsp1.1-a a\nb b\n")
+    assert count_frames(tmp_path) == (350, 2)
+    (tmp_path / "utt2uniq").write_text("sp0.9-a a\nsp1.1-a\n")
+    with pytest.raises(InputError, match="line 2: expected 'utt original-utt'"):
+        count_frames(tmp_path)
+    (tmp_path / "utt2uniq").unlink()
     (tmp_path / "utt2num_frames").write_text("a 100\nb x\n")
     with pytest.raises(InputError, match="line 2: expected 'utt frames'"):
         count_frames(tmp_path)
