@@ -1,0 +1,64 @@
+"""The LM-weight sweep on lattices: one DP for the whole grid against brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hand_lattices import all_paths, path_cost, random_lattice, words_of
+
+from asrtrain.decode.lattice_sweep import best_paths, state_levels
+
+GRID = [(w, p) for w in (1.0, 4.0, 8.0, 12.0, 30.0) for p in (-1.0, 0.0, 0.5, 1.0, 3.0)]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_best_path_of_every_setting_equals_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    lat = random_lattice(rng, states=int(rng.integers(2, 10)), extra_arcs=int(rng.integers(0, 14)))
+    paths = list(all_paths(lat))
+    assert paths
+    got = best_paths(lat, GRID)
+    for (w, p), path in zip(GRID, got, strict=True):
+        costs = sorted((path_cost(lat, arcs, end, w, p), i) for i, (arcs, end) in enumerate(paths))
+        assert path is not None
+        assert path.cost == pytest.approx(costs[0][0], abs=1e-6)
+        if len(costs) == 1 or costs[1][0] - costs[0][0] > 1e-6:  # a unique best path
+            arcs, end = paths[costs[0][1]]
+            assert tuple(path.words) == words_of(lat, arcs)
+            frames = [x - 1 for a in arcs for x in lat.arc_string(a)] + \
+                     [x - 1 for x in lat.final_string(end)]
+            assert path.pdfs == frames
+            starts = []
+            t = 0
+            for a in arcs:
+                if lat.word[a]:
+                    starts.append(t)
+                t += len(lat.arc_string(a))
+            assert path.word_frames == starts
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_sweep_equals_one_best_path_per_setting(seed):
+    """The lattice's own single-setting best path (``WordLattice.best_path``) agrees."""
+    rng = np.random.default_rng(100 + seed)
+    lat = random_lattice(rng, states=30, extra_arcs=80, vocab=20, frames=200)
+    for (w, p), path in zip(GRID, best_paths(lat, GRID), strict=True):
+        one = lat.best_path(w, p)
+        assert path is not None and one is not None
+        assert path.cost == pytest.approx(one.cost, abs=1e-6)
+        assert path.words == one.words and path.pdfs == one.pdfs and len(path.pdfs) == 200
+
+
+def test_levels_order_every_arc():
+    lat = random_lattice(np.random.default_rng(5), states=40, extra_arcs=120, frames=100)
+    lev = state_levels(lat)
+    assert lev[0] == 0 and np.all(lev[lat.dst] > lev[lat.src])
+    # the longest path: some arc into each non-start state comes from one level below
+    for s in range(1, lat.num_states):
+        assert lev[s] - 1 in set(lev[lat.src[lat.dst == s]].tolist())
+
+
+def test_no_complete_path_gives_none():
+    lat = random_lattice(np.random.default_rng(1), states=5, extra_arcs=3)
+    lat.final_graph[:] = np.inf
+    assert best_paths(lat, GRID[:3]) == [None, None, None]
