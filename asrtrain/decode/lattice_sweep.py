@@ -16,13 +16,21 @@ The hypotheses and CTMs are written as the one-best decoder writes them (names f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from asrtrain.decode.ctm import BestPath
+from asrtrain.core.atomic import write_text
+from asrtrain.decode.ctm import BestPath, ctm_lines
+from asrtrain.decode.graph_dir import GraphInfo
+from asrtrain.decode.grid import settings
 from asrtrain.decode.lattice import WordLattice
+
+log = logging.getLogger("asrtrain.decode")
 
 
 @dataclass
@@ -141,3 +149,66 @@ def best_paths(lat: WordLattice, grid: Sequence[tuple[float, float]]) -> list[Be
         arcs.reverse()
         out.append(path_from_arcs(lat, arcs, end, cost))
     return out
+
+
+@dataclass
+class SweepStats:
+    """What the sweep did: utterances, those without a complete path, and its time."""
+
+    utterances: int = 0
+    settings: int = 0
+    no_path: list[str] = field(default_factory=list)
+    dp_seconds: float = 0.0
+    ctm_seconds: float = 0.0
+
+
+def hyp_line(utt: str, path: BestPath | None, words: dict[int, str]) -> str:
+    """``utt w1 w2 …`` (Kaldi text), or the id alone for an utterance without a path."""
+    if path is None:
+        return utt
+    return " ".join([utt] + [words.get(x, f"#{x}") for x in path.words])
+
+
+def write_sweep(lattices: Iterable[tuple[str, WordLattice | None]], graph: GraphInfo,
+                labels: list[tuple[int, int]] | None, lmwts: list[float], wips: list[float],
+                out: Path) -> SweepStats:
+    """``OUT/hyp/<name>.txt`` and ``OUT/ctm/<name>.ctm`` for every setting of the grid
+    from each utterance's lattice (None: the decoder found no path; an empty hypothesis,
+    counted), named and written as the one-best decoder writes them; the hyps and CTMs of
+    settings outside the grid are removed, as ``decode`` does."""
+    grid = settings(lmwts, wips)
+    pairs = [(w, p) for w, p, _ in grid]
+    hyps: dict[str, list[str]] = {name: [] for _, _, name in grid}
+    ctms: dict[str, list[str]] = {name: [] for _, _, name in grid}
+    stats = SweepStats(settings=len(grid))
+    for utt, lat in lattices:
+        stats.utterances += 1
+        t0 = time.perf_counter()
+        paths = best_paths(lat, pairs) if lat is not None else [None] * len(grid)
+        t1 = time.perf_counter()
+        stats.dp_seconds += t1 - t0
+        if paths[0] is None:
+            stats.no_path.append(utt)
+        for (_, _, name), path in zip(grid, paths, strict=True):
+            hyps[name].append(hyp_line(utt, path, graph.words))
+            if path is not None:
+                ctms[name].extend(ctm_lines(utt, path, graph.words, labels, graph.silence,
+                                            graph.prons))
+        stats.ctm_seconds += time.perf_counter() - t1
+    for _, _, name in grid:
+        write_text(out / "hyp" / f"{name}.txt", "".join(h + "\n" for h in hyps[name]))
+        write_text(out / "ctm" / f"{name}.ctm", "".join(c + "\n" for c in ctms[name]))
+    remove_other_settings(out, {name for _, _, name in grid})
+    if stats.no_path:
+        log.warning("%d utterances have no complete path in their lattice (empty hypotheses): %s",
+                    len(stats.no_path), ", ".join(stats.no_path[:5]))
+    return stats
+
+
+def remove_other_settings(out: Path, names: set[str]) -> None:
+    """Drop hyps/CTMs of settings not in ``names`` (``score --sweep`` reads them all)."""
+    for kind, ext in (("hyp", ".txt"), ("ctm", ".ctm")):
+        for path in sorted((out / kind).glob(f"*{ext}")):
+            if path.name[: -len(ext)] not in names:
+                log.warning("removing %s of an earlier run (setting not in this grid)", path)
+                path.unlink()

@@ -62,3 +62,42 @@ def test_no_complete_path_gives_none():
     lat = random_lattice(np.random.default_rng(1), states=5, extra_arcs=3)
     lat.final_graph[:] = np.inf
     assert best_paths(lat, GRID[:3]) == [None, None, None]
+
+
+def test_written_like_the_one_best_decoder(mini_lang_dec, tmp_path):
+    """hyp/<name>.txt and ctm/<name>.ctm per setting (grid.py's names), that score --sweep
+    reads; an utterance without a lattice path is an empty hypothesis, counted."""
+    from asrtrain.decode.graph_dir import GraphInfo
+    from asrtrain.decode.grid import settings
+    from asrtrain.decode.lattice_sweep import write_sweep
+    from asrtrain.score.sweep import ScoreOptions
+    from asrtrain.score.sweep import sweep as score_sweep
+
+    graph = GraphInfo.load(mini_lang_dec / "graph")
+    vocab = sorted(i for i, w in graph.words.items() if i and not w.startswith(("#", "<")))
+    lats = {}
+    for i in range(4):
+        lat = random_lattice(np.random.default_rng(i), states=6, extra_arcs=8, vocab=len(vocab))
+        lat.word[:] = np.where(lat.word > 0, np.asarray(vocab)[lat.word - 1], 0)
+        lats[f"utt{i}"] = lat
+    lats["utt4"] = None
+    (tmp_path / "hyp").mkdir()
+    (tmp_path / "hyp" / "99.txt").write_text("stale\n")
+    lmwts, wips = [5.0, 10.0], [0.0, 1.0]
+    stats = write_sweep(lats.items(), graph, graph.pdf_info, lmwts, wips, tmp_path)
+    names = [name for _, _, name in settings(lmwts, wips)]
+    assert sorted(p.stem for p in (tmp_path / "hyp").iterdir()) == sorted(names)
+    assert sorted(p.stem for p in (tmp_path / "ctm").iterdir()) == sorted(names)
+    assert stats.no_path == ["utt4"] and stats.utterances == 5
+    for (w, p, name) in settings(lmwts, wips):
+        lines = (tmp_path / "hyp" / f"{name}.txt").read_text().splitlines()
+        assert lines[-1] == "utt4"
+        for line, (utt, lat) in zip(lines, list(lats.items())[:4], strict=False):
+            path = best_paths(lat, [(w, p)])[0]
+            assert line.split() == [utt] + [graph.words[x] for x in path.words]
+        ctm = (tmp_path / "ctm" / f"{name}.ctm").read_text().splitlines()
+        assert len(ctm) == sum(len(ln.split()) - 1 for ln in lines)
+    ref = (tmp_path / "hyp" / "10_0.0.txt").read_text()
+    (tmp_path / "ref.txt").write_text(ref)
+    score_sweep(tmp_path, ScoreOptions(bootstrap=0))
+    assert (tmp_path / "wer_10_0.0").read_text().startswith("%WER 0.00")
