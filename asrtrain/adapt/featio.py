@@ -12,6 +12,7 @@ import numpy as np
 
 from asrtrain.core.atomic import atomic_path
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_text
 
 
 def open_feats(data: Path) -> tuple[Path, Any]:
@@ -80,7 +81,7 @@ def write_int_vectors(prefix: Path, items: Iterable[tuple[str, np.ndarray]]) -> 
             for key, vec in items:
                 writer(key, np.asarray(vec, dtype=np.int32))
                 count += 1
-        text = Path(tmp_scp).read_text(encoding="utf-8").replace(str(tmp_ark),
+        text = read_text(tmp_scp).replace(str(tmp_ark),
                                                                   str(ark.resolve()))
         Path(tmp_scp).write_text(text, encoding="utf-8")
     return count

@@ -31,6 +31,7 @@ import torch
 
 from asrtrain.adapt.gmm import CHUNK, DiagGMM
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_text
 
 log = logging.getLogger("asrtrain.adapt.fmllr")
 
@@ -406,17 +407,16 @@ def _summarise(per_speaker: dict[str, dict], before: torch.Tensor, after: torch.
 
 def _read_summary(path: Path) -> dict:
     import json
-    return json.loads(path.read_text(encoding="utf-8"))
+    return json.loads(read_text(path))
 
 
 def _write_features(src: _Source, data: Path, out: Path) -> None:
     """Adapted features of every utterance (its speaker's transform) and the data-dir files."""
-    import kaldiio
-
     from asrtrain.adapt.featio import copy_tables, write_matrices
     from asrtrain.core.progress import track
+    from asrtrain.data.kaldi_read import open_scp
 
-    trans = kaldiio.load_scp(str(out / "trans.scp"))
+    trans = open_scp(out / "trans.scp", "fMLLR transforms scp")
     utt2spk = {u: s for s, us in src.spk2utt.items() for u in us}
 
     def adapted():

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from asrtrain.core.atomic import atomic_open
+from asrtrain.core.textio import read_text
 
 log = logging.getLogger("asrtrain.adapt.stages")
 
@@ -34,7 +35,7 @@ class Stages:
         marker = self.dir / f"{name}.json"
         missing = [str(p) for p in outputs if not Path(p).exists()]
         if marker.is_file() and not missing:
-            old = json.loads(marker.read_text(encoding="utf-8"))
+            old = json.loads(read_text(marker))
             if old == record:
                 log.info("stage %s: complete, skipping", name)
                 self._advance(record)

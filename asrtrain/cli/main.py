@@ -89,16 +89,27 @@ def setup_logging(verbose: int, log_file: str | None) -> None:
 @click.option("-v", "--verbose", count=True, help="More logging; tracebacks on errors.")
 @click.option("--log-file", type=click.Path(dir_okay=False), default=None,
               help="Also append this run's log to FILE.")
+@click.option("--encoding", default=None, envvar="ASRTRAIN_ENCODING", metavar="NAME",
+              help="Read text files that are not UTF-8 (data dirs, lexicons, LM text, transcripts, GLMs, "
+                   "configs) in this encoding (e.g. latin-1) instead of stopping at the first byte that "
+                   "does not decode. [env: ASRTRAIN_ENCODING]")
 @click.pass_context
-def cli(ctx: click.Context, verbose: int, log_file: str | None) -> None:
+def cli(ctx: click.Context, verbose: int, log_file: str | None, encoding: str | None) -> None:
     """asrtrain: train hybrid BiLSTM-HMM acoustic models (SSGD, ADPSGD, H-ADPSGD) to a WER.
 
     \b
     Pipeline:  prepare synth | prepare features | prepare archive | prepare lang
                -> train -> decode -> score
     """
+    from asrtrain.core.errors import ConfigError
+    from asrtrain.core.textio import set_user_encoding
+
     ctx.ensure_object(dict)
     ctx.obj["verbose"] = verbose
+    try:
+        set_user_encoding(encoding)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param_hint="'--encoding'") from None
     setup_logging(verbose, log_file)
 
 

@@ -84,6 +84,7 @@ def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | No
     WER there is the headline (DECODE_DIR/dev_picked_wer).
     """
     from asrtrain.core.runlog import command_run
+    from asrtrain.core.textio import read_text
     from asrtrain.score.pick import pick_on
     from asrtrain.score.sweep import ScoreOptions, parse_subsets, score_files, sweep
 
@@ -115,7 +116,7 @@ def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | No
     elif sweep_dir is not None:
         with command_run("score", sweep_dir / "score", params):
             sweep(sweep_dir, opts, ref_override)
-        click.echo((sweep_dir / "best_wer").read_text(encoding="utf-8").rstrip())
+        click.echo(read_text(sweep_dir / "best_wer").rstrip())
     else:
         assert ref is not None and hyp is not None and out is not None
         with command_run("score", out, params):

@@ -16,6 +16,7 @@ import yaml
 
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import ConfigError
+from asrtrain.core.textio import read_text
 
 T = TypeVar("T")
 
@@ -24,7 +25,7 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) file into a flat option mapping."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text(p)
     except OSError as exc:
         raise ConfigError(exc.strerror or "cannot read", p) from None
     try:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_text
 from asrtrain.data.archive import FORMAT, FORMAT_VERSION, PAD_TARGET, storage_chunks_for
 
 
@@ -294,7 +295,7 @@ def _tree_id_beside(ali: str | None) -> str | None:
     if ali is None:
         return None
     marker = Path(str(ali)).parent / "tree_id"
-    return marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
+    return read_text(marker).strip() if marker.is_file() else None
 
 
 def _load(reader: Any, utt: str, where: Any) -> np.ndarray:

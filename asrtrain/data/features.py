@@ -366,6 +366,7 @@ def _write_outputs(data: Path, out: Path, name: str, utt2spk: dict[str, str],
     import kaldiio
 
     from asrtrain.core.atomic import atomic_open, write_text
+    from asrtrain.core.textio import read_text
     from asrtrain.data.cmvn import combine
     from asrtrain.data.kaldi_dir import read_table, spk2utt_from_utt2spk, write_table
 
@@ -392,7 +393,7 @@ def _write_outputs(data: Path, out: Path, name: str, utt2spk: dict[str, str],
             write_table(out / table, rows)
     for name in COPIED_VERBATIM:
         if (data / name).is_file():
-            write_text(out / name, (data / name).read_text(encoding="utf-8"))
+            write_text(out / name, read_text(data / name))
     write_table(out / "utt2spk", kept)
     write_table(out / "spk2utt", spk2utt)
     write_table(out / "cmvn.scp", cmvn_scp)

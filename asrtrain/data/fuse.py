@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from asrtrain.core.errors import ConfigError, InputError
+from asrtrain.core.textio import read_text
 
 KINDS = ("frame", "utterance", "online")
 
@@ -91,7 +92,7 @@ def kaldi_ivector_period(scp: Path) -> int | None:
     path = Path(scp).parent / "ivector_period"
     if not path.is_file():
         return None
-    text = path.read_text(encoding="utf-8").strip()
+    text = read_text(path).strip()
     if not text.isdigit() or int(text) < 1:
         raise InputError(f"expected a positive integer, got {text!r}", path)
     return int(text)
@@ -189,12 +190,11 @@ def expand_online(rows: np.ndarray, period: int, frames: int, tolerance: int) ->
 
 def read_cmvn_scp(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """Per-speaker CMVN stats from a Kaldi ``cmvn.scp`` (2×(D+1) matrices)."""
-    import kaldiio
-
     from asrtrain.data.cmvn import check_stats
+    from asrtrain.data.kaldi_read import open_scp
 
     try:
-        reader = kaldiio.load_scp(str(path))
+        reader = open_scp(path, "CMVN scp")
         out = {}
         for spk in reader:
             try:

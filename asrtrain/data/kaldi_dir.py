@@ -18,7 +18,7 @@ from pathlib import Path
 
 from asrtrain.core.atomic import atomic_open
 from asrtrain.core.errors import InputError
-from asrtrain.core.textio import not_utf8
+from asrtrain.core.textio import read_lines
 
 PathLike = str | os.PathLike[str]
 
@@ -32,18 +32,11 @@ UTT_FULL = ("text", "wav.scp", "utt2dur", "feats.scp", "utt2num_frames")
 
 
 def _lines(path: Path) -> Iterable[tuple[int, str]]:
-    """Numbered non-empty lines; a missing file is an InputError naming it."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                line = line.rstrip("\n").rstrip("\r")
-                if not line.strip():
-                    raise InputError(f"line {number}: empty line", path)
-                yield number, line
-    except FileNotFoundError:
-        raise InputError("file not found", path) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(not_utf8(exc), path) from None
+    """Numbered non-empty lines; a missing or undecodable file is an InputError naming it."""
+    for number, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            raise InputError(f"line {number}: empty line", path)
+        yield number, line
 
 
 def read_table(path: PathLike, allow_empty_value: bool = False) -> dict[str, str]:

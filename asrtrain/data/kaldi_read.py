@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import struct
 import warnings
+from pathlib import Path
 from typing import Any
 
 from asrtrain.core.errors import InputError
@@ -25,11 +26,13 @@ def open_scp(path: str | os.PathLike[str], what: str = "scp file", max_cache_fd:
     """kaldiio's lazy table over ``path``; a missing or malformed scp is an InputError."""
     import kaldiio
 
-    try:
-        return kaldiio.load_scp(os.fspath(path), max_cache_fd=max_cache_fd)
-    except FileNotFoundError:
-        raise InputError(f"{what} not found", path) from None
-    except (ValueError, UnicodeDecodeError) as exc:
+    from asrtrain.core.textio import text_stream
+
+    if not Path(path).is_file():
+        raise InputError(f"{what} not found", path)
+    try:  # the scp's text through asrtrain's reader: undecodable bytes name the line and the byte
+        return kaldiio.load_scp(text_stream(path), max_cache_fd=max_cache_fd)
+    except ValueError as exc:
         raise InputError(f"not a valid scp file ({type(exc).__name__}: {exc})", path) from None
 
 

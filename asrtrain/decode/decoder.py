@@ -24,7 +24,7 @@ import numpy as np
 
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import ConfigError, InputError
-from asrtrain.core.textio import read_lines
+from asrtrain.core.textio import read_lines, read_text
 from asrtrain.decode.graph_dir import GraphInfo, load_tid2pdf
 from asrtrain.decode.grid import (
     DEFAULT_LMWT,
@@ -102,7 +102,7 @@ def check_identity(cfg: DecodeConfig, graph: GraphInfo, scorer: Any, tmap: Any =
         return
     if cfg.oracle is not None:
         marker = Path(cfg.oracle).parent / "tree_id"
-        other = marker.read_text(encoding="utf-8").strip() if marker.exists() else None
+        other = read_text(marker).strip() if marker.exists() else None
         what = f"the alignments {cfg.oracle}"
     else:
         other = model_tree_id(scorer.final.meta)
@@ -304,7 +304,7 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
             with atomic_path(cfg.out / kind / f"{name}.{ext}") as tmp:
                 with open(tmp, "w", encoding="utf-8") as fh:
                     for p in parts:
-                        fh.write(p.read_text(encoding="utf-8"))
+                        fh.write(read_text(p))
     _remove_stale(cfg)
     figures = summarize(cfg, stats)
     if cfg.text is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_text
 from asrtrain.decode.kaldi_graph import (
     TidMap,
     read_align_lexicon_int,
@@ -58,8 +59,8 @@ class GraphInfo:
         for name in ("tree", "phones.txt", "align_lexicon.txt"):
             if not (graph_dir / name).exists():
                 raise InputError(f"not a graph directory: {name} is missing", graph_dir)
-        info = json.loads((graph_dir / "info.json").read_text(encoding="utf-8"))
-        tree = json.loads((graph_dir / "tree").read_text(encoding="utf-8"))
+        info = json.loads(read_text(graph_dir / "info.json"))
+        tree = json.loads(read_text(graph_dir / "tree"))
         phones = read_symbols(graph_dir / "phones.txt")
         pdf_info = [(int(a), int(b)) for a, b in tree["pdf_info"]]
         if len(pdf_info) != int(info["num_pdfs"]):
@@ -80,7 +81,7 @@ class GraphInfo:
         phones = read_symbols(graph_dir / "phones.txt") if (graph_dir / "phones.txt").exists() else {}
         num_pdfs = None
         if (graph_dir / "num_pdfs").exists():
-            text = (graph_dir / "num_pdfs").read_text(encoding="utf-8").strip()
+            text = read_text(graph_dir / "num_pdfs").strip()
             if not text.isdigit():
                 raise InputError(f"expected one integer, got {text!r}", graph_dir / "num_pdfs")
             num_pdfs = int(text)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from asrtrain.core.atomic import write_text
+from asrtrain.core.textio import read_lines, read_text
 
 
 def write_kaldi_graph(lang: Path, out: Path, fst_kind: str = "const", seed: int = 3) -> np.ndarray:
@@ -28,7 +29,7 @@ def write_kaldi_graph(lang: Path, out: Path, fst_kind: str = "const", seed: int 
     from asrtrain.lang.lexicon import read_symbols
 
     graph = Path(lang) / "graph"
-    num_pdfs = int(json.loads((graph / "info.json").read_text(encoding="utf-8"))["num_pdfs"])
+    num_pdfs = int(json.loads(read_text(graph / "info.json"))["num_pdfs"])
     tid = np.random.default_rng(seed).permutation(2 * num_pdfs).reshape(num_pdfs, 2) + 1
     tid2pdf = np.full(2 * num_pdfs + 1, -1, dtype=np.int64)
     tid2pdf[tid.reshape(-1)] = np.repeat(np.arange(num_pdfs), 2)
@@ -45,11 +46,10 @@ def write_kaldi_graph(lang: Path, out: Path, fst_kind: str = "const", seed: int 
         shutil.copy(graph / name, out / name)
     write_text(out / "num_pdfs", f"{num_pdfs}\n")
     phones, words = read_symbols(graph / "phones.txt"), read_symbols(graph / "words.txt")
-    silence = json.loads((graph / "info.json").read_text(encoding="utf-8")).get("silence", "sil")
+    silence = json.loads(read_text(graph / "info.json")).get("silence", "sil")
     write_text(out / "phones/word_boundary.int", "".join(
         f"{i} {'nonword' if p == silence else 'internal'}\n" for p, i in phones.items() if i > 0))
-    rows = [ln.split() for ln in (graph / "align_lexicon.txt").read_text(encoding="utf-8").splitlines()
-            if ln.strip()]
+    rows = [ln.split() for ln in read_lines(graph / "align_lexicon.txt") if ln.strip()]
     write_text(out / "phones/align_lexicon.int", f"0 0 {phones[silence]}\n" + "".join(
         f"{words[r[0]]} {words[r[0]]} {' '.join(str(phones[p]) for p in r[1:])}\n" for r in rows))
     return tid2pdf
@@ -62,7 +62,7 @@ def write_tid2pdf(path: Path, lang: Path, tid2pdf: np.ndarray, with_phones: bool
 
     graph = Path(lang) / "graph"
     names = {i: p for p, i in read_symbols(graph / "phones.txt").items()}
-    info = json.loads((graph / "tree").read_text(encoding="utf-8"))["pdf_info"]
+    info = json.loads(read_text(graph / "tree"))["pdf_info"]
     lines = []
     for t in range(len(tid2pdf) - 1, 0, -1):
         p = int(tid2pdf[t])

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_text
 
 log = logging.getLogger("asrtrain.decode")
 ORACLE_LOW = -20.0
@@ -138,5 +139,5 @@ def model_tree_id(meta: dict[str, Any]) -> str | None:
     if ali:
         marker = Path(str(ali)).parent / "tree_id"
         if marker.exists():
-            return marker.read_text(encoding="utf-8").strip()
+            return read_text(marker).strip()
     return None

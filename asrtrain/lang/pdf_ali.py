@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from asrtrain.core.errors import InputError
-from asrtrain.core.textio import read_lines
+from asrtrain.core.textio import read_lines, text_stream
 from asrtrain.lang.hmm import Alignment, FrameAlignment, as_frames
 from asrtrain.lang.targets import uses_states
 from asrtrain.lang.tree import ContextTree
@@ -82,7 +82,7 @@ def read_alignments(scp: Path) -> Iterator[tuple[str, np.ndarray]]:
     if not Path(scp).exists():
         raise InputError("alignment scp not found", scp)
     try:
-        for utt, ali in kaldiio.load_scp_sequential(str(scp)):
+        for utt, ali in kaldiio.load_scp_sequential(text_stream(scp)):
             yield utt, np.asarray(ali).astype(np.int64).reshape(-1)
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(f"cannot read alignments: {exc}", scp) from None

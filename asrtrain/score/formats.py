@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_lines
 
 IGNORE_MARKS = ("IGNORE_TIME_SEGMENT_IN_SCORING", "IGNORETIMESEGMENTINSCORING")
 FORMATS = ("text", "stm", "ctm")
@@ -63,14 +64,15 @@ class Grouped:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Numbered lines that are not blank or comments; undecodable text is an error (never scored)."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for no, line in enumerate(fh, 1):
-                s = line.strip()
-                if s and not s.startswith(";;") and not s.startswith("#"):
-                    yield no, s
+        lines = read_lines(path)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", path) from None
+    for no, line in enumerate(lines, 1):
+        s = line.strip()
+        if s and not s.startswith(";;") and not s.startswith("#"):
+            yield no, s
 
 
 def _float(text: str, what: str, path: Path, no: int) -> float:

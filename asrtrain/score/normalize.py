@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_lines
 from asrtrain.score.align import NULL_WORD, Net, Word
 
 DEFAULT_FILTER = r"^(\[[^\]]*\]|<[^>]*>)$"
@@ -161,7 +162,7 @@ def load_glm(path: str | Path) -> Glm:
     case_sensitive = False
     applies_to: str | None = None
     try:
-        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = read_lines(path)
     except OSError as exc:
         raise InputError(f"cannot read GLM: {exc.strerror}", path) from None
     for no, raw in enumerate(lines, 1):

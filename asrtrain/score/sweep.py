@@ -22,6 +22,7 @@ from typing import Any
 
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_text
 from asrtrain.decode.grid import parse_setting
 from asrtrain.score.normalize import DEFAULT_FILTER, Normalizer, load_glm
 from asrtrain.score.report import kaldi_lines, write_reports
@@ -151,8 +152,7 @@ def sweep(decode_dir: Path, opts: ScoreOptions, ref: Path | None = None) -> dict
         k = data["kaldi"]
         results[name] = {"kaldi_wer": k["wer"], "kaldi_errors": k["errors"],
                          "sclite_wer": data["wer"], "kaldi_line": data["kaldi_line"]}
-        write_text(decode_dir / f"wer_{name}", (decode_dir / "score" / name / "wer")
-                   .read_text(encoding="utf-8"))
+        write_text(decode_dir / f"wer_{name}", read_text(decode_dir / "score" / name / "wer"))
     _remove_stale_wer(decode_dir, set(results))
     best = lowest(results)
     line = results[best]["kaldi_line"]

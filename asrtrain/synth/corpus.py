@@ -22,6 +22,7 @@ import numpy as np
 from asrtrain.core.atomic import atomic_path, write_text
 from asrtrain.core.errors import AsrtrainError, ConfigError
 from asrtrain.core.progress import Progress
+from asrtrain.core.textio import read_text
 from asrtrain.data.kaldi_dir import spk2utt_from_utt2spk, validate_data_dir, write_table
 from asrtrain.synth import espeak
 from asrtrain.synth.align import ctm_lines, frame_labels, speech_phones
@@ -282,7 +283,7 @@ def _write_alignments(directory: Path, final: Path, utts: list[Utterance],
             segments = result.segments
             writer(u.utt_id, frame_labels(segments, result.num_samples, sample_rate, ids))
             ctm.writelines(line + "\n" for line in ctm_lines(u.utt_id, segments, sample_rate))
-    text = scp.read_text(encoding="utf-8")
+    text = read_text(scp)
     write_text(scp, text.replace(f" {ark}:", f" {final / 'ali.ark'}:"))
 
 
