@@ -67,6 +67,16 @@ class TrainingDiverged(AsrtrainError):
     """The loss or the gradient became NaN or infinite."""
 
 
+def idle_slots(strategy: Strategy, idle_s: float) -> list[float]:
+    """This learner's wait at the epoch's end (its work done, the others' not) in its own slot
+    of a per-learner list, for the epoch's all-sum; no slots for a single learner."""
+    if strategy.world_size == 1:
+        return []
+    slots = [0.0] * strategy.world_size
+    slots[strategy.rank] = idle_s
+    return slots
+
+
 @dataclass
 class TrainResult:
     """What a run did: where its outputs are and its per-epoch figures."""
@@ -97,6 +107,7 @@ class Trainer:
         self.plateau_state = PlateauState()
         self.selection = self.cfg.selection
         self.saves = checkpoint.SaveClock(self.cfg.save_every_minutes, self.cfg.save_every_steps)
+        self._called_off = 0  # the epoch whose mid-epoch checkpoint was called off (no new ones in it)
         torch.manual_seed(self.cfg.seed)  # identical initial weights on every learner
         self.model = BLSTM(self.cfg.model)
         self.model.set_normalization(self.archive.mean, self.archive.var)
@@ -159,11 +170,16 @@ class Trainer:
                 if self.plateau_state.stop:
                     break  # a resumed run that the plateau schedule had already ended
                 *totals, seconds = self.train_epoch(net, epoch, hooks)
+                work_done = time.perf_counter()
                 strategy.end_epoch(self.model, epoch)
+                idle = idle_slots(strategy, time.perf_counter() - work_done)
                 if self.valid is not None:
                     totals += held_out(self.model, self.valid, strategy, cfg.valid_batch, self.device, self.dtype)
-                sums = strategy.all_sum(totals)
+                sums = strategy.all_sum(totals + idle)
+                sums, idle = sums[:len(totals)], sums[len(totals):]
                 row = epoch_row(epoch, self.step, self.lr(epoch), sums[:4], seconds)
+                if idle:
+                    row["idle_s_by_learner"] = [round(v, 3) for v in idle]
                 if self.valid is not None:
                     row.update(held_out_row(sums[4:]))
                     row["valid_loss"] = main_value(strategy, row["valid_loss"])
@@ -219,7 +235,8 @@ class Trainer:
                             if self.metrics is not None:
                                 self.metrics.write("step", **window.row(self.step, epoch, lr))
                         bar.show(self.step, lr, shown, totals[1] + self.figures.frames, time.perf_counter() - started)
-                        if self.strategy.pause_wanted(self.strategy.is_main and self.saves.due(self.step)):
+                        due = self.strategy.is_main and self.saves.due(self.step) and self._called_off != epoch
+                        if self.strategy.pause_wanted(due):
                             paused = True
                             break
                         if self.cfg.max_steps_per_epoch and totals[3] >= self.cfg.max_steps_per_epoch:
@@ -263,8 +280,10 @@ class Trainer:
     def checkpoint_mid_epoch(self, epoch: int, totals: list[float]) -> None:
         """Every learner paused at a step boundary: write the checkpoint; stop if preempted."""
         main_step = self.strategy.pause(self.model, self.step)
-        if main_step is None:
-            return  # called off: a learner reached the end of the epoch, whose checkpoint comes next
+        if main_step is None:  # a learner reached the end of the epoch, whose checkpoint comes next:
+            self._called_off = epoch  # asking again would only be called off again, step after step
+            self.saves.reset(self.step)
+            return
         name = checkpoint.checkpoint_name(epoch - 1, main_step)
         own = {"work": self.strategy.work_state(), "epoch_totals": list(totals)}
         self._save(name, {"epoch": epoch - 1, "mid_epoch": epoch}, own, stop_after=True)

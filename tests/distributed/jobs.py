@@ -109,9 +109,14 @@ class ChunkLog(Hooks):
     and resumed job can be rebuilt (:func:`trained_chunks`).
     """
 
-    def __init__(self, log_dir: str) -> None:
+    def __init__(self, log_dir: str, main_sleep_s: float = 0.0) -> None:
         self.log_dir = log_dir
+        self.main_sleep_s = main_sleep_s  # emulated compute per step of rank 0 (a slow main learner)
         self._file: Any = None
+
+    def before_step(self, trainer: Any, step: int) -> None:
+        if self.main_sleep_s and trainer.strategy.rank == 0:
+            time.sleep(self.main_sleep_s)
 
     def start(self, trainer: Any) -> None:
         path = Path(self.log_dir) / f"rank{trainer.strategy.rank}.log"
@@ -245,6 +250,7 @@ def chunks_main(argv: list[str]) -> None:
     parser.add_argument("--elastic", action="store_true")
     parser.add_argument("--group-size", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=20.0, help="--timeout of asrtrain train")
+    parser.add_argument("--main-sleep", type=float, default=0.0, help="seconds rank 0 sleeps before each step")
     args = parser.parse_args(argv)
     # 2 chunks a learner a step: 4 steps a block of 8, so checkpoints fall in the middle of blocks
     cfg = tiny_config(Path(args.train), Path(args.exp), epochs=args.epochs, batch=args.batch or 2 * args.nproc,
@@ -252,7 +258,7 @@ def chunks_main(argv: list[str]) -> None:
     dist = DistConfig(args.strategy, nproc=args.nproc, timeout_s=args.timeout, elastic=args.elastic,
                       group_size=args.group_size)
     try:
-        run(cfg, dist, hooks=ChunkLog(args.log_dir))
+        run(cfg, dist, hooks=ChunkLog(args.log_dir, args.main_sleep))
     except AsrtrainError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None
