@@ -76,6 +76,9 @@ def setup_logging(verbose: int, log_file: str | None) -> None:
     console._asrtrain_root = True  # type: ignore[attr-defined]
     logger.addHandler(console)
     if log_file:
+        from asrtrain.core.journal import end_torn_line
+
+        end_torn_line(log_file)  # appended to run after run: a line a killed run cut off is ended first
         fh = logging.FileHandler(log_file, encoding="utf-8")
         fh.setFormatter(logging.Formatter(LOG_FORMAT))
         fh._asrtrain_root = True  # type: ignore[attr-defined]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asrtrain.core.errors import Preempted
+from asrtrain.core.journal import open_append
 
 LOGGER = "asrtrain"
 CONSOLE_FORMAT = "%(asctime)s %(levelname)s %(message)s"
@@ -81,7 +82,7 @@ def learner_logging(spec: LogSpec | None, rank: int) -> Iterator[Path | None]:
     lowered: list[tuple[logging.Handler, int, logging.Formatter | None]] = []
     spec.log_dir.mkdir(parents=True, exist_ok=True)
     path = rank_log_path(spec.log_dir, rank)
-    with open(path, "a", encoding="utf-8") as fh:
+    with open_append(path) as fh:  # a line a killed run cut off stays, ended: this run's start on its own line
         fh.write(f"# learner rank {rank}, pid {os.getpid()}, started "
                  f"{dt.datetime.now().isoformat(timespec='seconds')}\n")
     own = _file_handler(path, LOG_FORMAT, logging.DEBUG)

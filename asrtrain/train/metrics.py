@@ -7,7 +7,8 @@ all learners, the held-out loss and frame accuracy, the learning rate and the
 wall time (under ``--lr-schedule plateau`` also the rate's decision for the next
 epoch). The last row (``"kind": "select"``) says which epoch(s) ``final.pt`` was made
 of (``--select``). On resume the rows after the checkpoint (written by the killed
-run) and the select row are dropped, so the file reads as if the run had never stopped.
+run), a row the kill cut off, and the select row are dropped, so the file reads as if
+the run had never stopped.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from asrtrain.core.atomic import write_text
-from asrtrain.core.errors import InputError
+from asrtrain.core.journal import read_jsonl
 from asrtrain.core.progress import Progress
 
 
@@ -142,18 +143,9 @@ def _plain(value: Any) -> Any:
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """All rows of a ``metrics.jsonl``; a malformed line is an error naming the line."""
-    path = Path(path)
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"line {number}: not JSON ({exc.msg})", path) from None
-    return rows
+    """All rows of a ``metrics.jsonl``: a row cut off by a killed run is dropped with a warning (the
+    rerun goes on); a malformed line before the last is an error naming the line."""
+    return read_jsonl(path)
 
 
 def epoch_rows(path: Path) -> list[dict[str, Any]]:
