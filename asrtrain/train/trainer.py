@@ -292,8 +292,8 @@ class Trainer:
         """The epoch row (and what happened to the job) in the metrics and the log, then the checkpoint."""
         self.history.append(row)  # on every learner: whoever is main later has it all
         if self.strategy.is_main:
-            if self.metrics is None:  # main since the main learner left the job
-                self.metrics = MetricsLog(self.cfg.exp / "metrics.jsonl")
+            if self.metrics is None:  # main since the main learner left the job: go on with its rows
+                self.metrics = MetricsLog(self.cfg.exp / "metrics.jsonl", resume_epoch=epoch)
             for event in self.strategy.events():
                 self.metrics.write("event", **{"epoch": epoch, **event})
             self.metrics.write("epoch", **row)
