@@ -7,8 +7,10 @@ go in one composition: a state of the result is (lattice state, first-pass LM st
 full LM state), made only for the histories that some path of the lattice reaches, and
 an arc that outputs word ``w`` in history ``h`` gets ``new(w|h) − old(w|h)`` (−ln p, back-off
 included) added to its graph cost. The rest of the graph cost (transition and
-pronunciation costs, the penalty) and the acoustic cost stay as they were, and every arc
-keeps its frames' input labels.
+pronunciation costs) and the acoustic cost stay as they were, and every arc keeps its
+frames' input labels. States are made a level of the lattice at a time, with one batch
+of queries to each LM (``LmStore.score_batch``), so the cost is numpy calls per level
+(about one per word), not Python per arc.
 
 The LMs are deterministic on words, so a path of the result is one path of the lattice
 and one path of each LM: a lattice with one path per word sequence (a determinized one,
@@ -27,6 +29,7 @@ from typing import Protocol
 import numpy as np
 
 from asrtrain.decode.lattice import WordLattice
+from asrtrain.decode.lattice_sweep import levels
 
 
 class LanguageModel(Protocol):
@@ -37,55 +40,9 @@ class LanguageModel(Protocol):
 
     def start_state(self) -> int: ...
 
-    def score(self, state: int, word: int) -> tuple[float, int]: ...
+    def score_batch(self, states: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
     def final_cost(self, state: int) -> float: ...
-
-
-class LmSwap:
-    """The pair (first-pass LM, full LM) as one deterministic LM whose cost is the
-    difference: what a word adds to a graph cost when the old LM's part is replaced.
-    ``old`` None: only add the new LM (``lattice-lmrescore-const-arpa`` alone)."""
-
-    def __init__(self, old: LanguageModel | None, new: LanguageModel) -> None:
-        self.old, self.new = old, new
-        self._pairs: dict[tuple[int, int], int] = {}
-        self._states: list[tuple[int, int]] = []
-        self._cache: dict[tuple[int, int], tuple[float, int]] = {}
-        self.queries = 0
-
-    def _id(self, pair: tuple[int, int]) -> int:
-        got = self._pairs.get(pair)
-        if got is None:
-            got = self._pairs[pair] = len(self._states)
-            self._states.append(pair)
-        return got
-
-    def start_state(self) -> int:
-        return self._id((self.old.start_state() if self.old else -1, self.new.start_state()))
-
-    def score(self, state: int, word: int) -> tuple[float, int]:
-        """(new − old cost of ``word``, next state); the cost is inf if the new LM has no
-        probability for it."""
-        got = self._cache.get((state, word))
-        if got is not None:
-            return got
-        self.queries += 1
-        o, n = self._states[state]
-        cost, n2 = self.new.score(n, word)
-        o2 = -1
-        if self.old is not None and math.isfinite(cost):
-            old_cost, o2 = self.old.score(o, word)
-            cost -= old_cost
-        got = self._cache[(state, word)] = (cost, self._id((o2, n2)))
-        return got
-
-    def final_cost(self, state: int) -> float:
-        o, n = self._states[state]
-        cost = self.new.final_cost(n)
-        if self.old is not None and math.isfinite(cost):
-            cost -= self.old.final_cost(o)
-        return cost
 
 
 @dataclass
@@ -119,55 +76,89 @@ def _gather(labels: np.ndarray, offsets: np.ndarray, items: np.ndarray,
     return labels[idx].astype(np.int32), new_off.astype(np.int32)
 
 
-def compose(lat: WordLattice, lm: LmSwap) -> tuple[WordLattice, RescoreStats]:
-    """The lattice composed with ``lm`` (expanded on demand, lattice state by lattice state
-    in topological order), trimmed to states that reach a final one, renumbered
-    topologically; graph costs plus the LM's cost, everything else as it was."""
+def _swap_costs(old: LanguageModel | None, new: LanguageModel, h_old: np.ndarray,
+                h_new: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """new − old cost of each word in its histories, and both next states (epsilon arcs,
+    word 0, cost nothing and keep their histories)."""
+    add = np.zeros(words.shape[0])
+    o2, n2 = h_old.copy(), h_new.copy()
+    isw = np.flatnonzero(words != 0)
+    if isw.size:
+        cost, n2[isw] = new.score_batch(h_new[isw], words[isw])
+        if old is not None:
+            old_cost, o2[isw] = old.score_batch(h_old[isw], words[isw])
+            cost = cost - old_cost
+        add[isw] = cost
+    return add, o2, n2
+
+
+def compose(lat: WordLattice, old: LanguageModel | None, new: LanguageModel
+            ) -> tuple[WordLattice, RescoreStats]:
+    """The lattice composed with the pair of LMs, expanded on demand and trimmed to states
+    that reach a final one; graph costs plus new − old LM cost, everything else kept.
+
+    Level by level (``lattice_sweep.levels``): all arcs entering the lattice states of one
+    level leave states of lower levels, whose composed states are all known, so the
+    composed states of a level are made at once, from one batch of LM queries. They are
+    numbered as made, which is a topological order. ``old`` None only adds ``new``."""
     stats = RescoreStats(utterances=1, states_in=lat.num_states, arcs_in=lat.num_arcs)
     n = lat.num_states
     if n == 0:
         stats.empty = 1
         return lat, stats
-    by_src = np.argsort(lat.src, kind="stable")
-    first = np.searchsorted(lat.src[by_src], np.arange(n + 1)).tolist()
-    out_arcs = by_src.tolist()
-    words, dsts = lat.word.tolist(), lat.dst.tolist()
-    reached: list[dict[int, int]] = [dict() for _ in range(n)]
-    home: list[int] = [0]  # lattice state of each composed state
-    hist: list[int] = [lm.start_state()]
-    reached[0][hist[0]] = 0
-    arc_src: list[int] = []
-    arc_dst: list[int] = []
-    arc_of: list[int] = []
-    arc_add: list[float] = []
-    for s in range(n):
-        arcs = out_arcs[first[s]:first[s + 1]]
-        for h, me in reached[s].items():
-            for a in arcs:
-                w = words[a]
-                cost, h2 = (0.0, h) if w == 0 else lm.score(h, w)
-                if not math.isfinite(cost):
-                    stats.dropped_arcs += 1
-                    continue
-                there = reached[dsts[a]]
-                to = there.get(h2)
-                if to is None:
-                    to = there[h2] = len(home)
-                    home.append(dsts[a])
-                    hist.append(h2)
-                arc_src.append(me)
-                arc_dst.append(to)
-                arc_of.append(a)
-                arc_add.append(cost)
-    home_a = np.asarray(home, dtype=np.int64)
-    final_add = np.full(len(home), np.inf)
-    for c, s in enumerate(home):
-        if math.isfinite(lat.final_graph[s]):
-            final_add[c] = lm.final_cost(hist[c])
-            stats.dropped_finals += not math.isfinite(final_add[c])
-    out = _build(lat, home_a, final_add, np.asarray(arc_src, dtype=np.int64),
-                 np.asarray(arc_dst, dtype=np.int64), np.asarray(arc_of, dtype=np.int64),
-                 np.asarray(arc_add, dtype=np.float64))
+    lv = levels(lat)
+    src, dst, word = (lat.src.astype(np.int64), lat.dst.astype(np.int64), lat.word.astype(np.int64))
+    first = np.zeros(n, dtype=np.int64)   # composed states of lattice state s:
+    count = np.zeros(n, dtype=np.int64)   # first[s] .. first[s] + count[s] - 1
+    count[0] = 1
+    home = [np.zeros(1, np.int64)]
+    h_old = [np.full(1, -1 if old is None else old.start_state(), np.int64)]
+    h_new = [np.full(1, new.start_state(), np.int64)]
+    made = 1
+    arcs: list[tuple[np.ndarray, ...]] = []
+    for lo, hi in zip(lv.bounds[:-1], lv.bounds[1:], strict=True):
+        into = lv.arcs[lo:hi]
+        rep = count[src[into]]
+        a = np.repeat(into, rep)
+        if a.size == 0:
+            continue
+        runs = np.cumsum(rep) - rep
+        c_src = np.repeat(first[src[into]], rep) + np.arange(a.size) - np.repeat(runs, rep)
+        ho, hn = np.concatenate(h_old), np.concatenate(h_new)
+        add, o2, n2 = _swap_costs(old, new, ho[c_src], hn[c_src], word[a])
+        ok = np.isfinite(add)
+        stats.dropped_arcs += int(a.size - ok.sum())
+        a, c_src, add, o2, n2 = a[ok], c_src[ok], add[ok], o2[ok], n2[ok]
+        d = dst[a]
+        order = np.lexsort((n2, o2, d))
+        ds, os_, ns = d[order], o2[order], n2[order]
+        head = np.r_[True, (ds[1:] != ds[:-1]) | (os_[1:] != os_[:-1]) | (ns[1:] != ns[:-1])]
+        ids = np.cumsum(head) - 1
+        c_dst = np.empty_like(ids)
+        c_dst[order] = made + ids
+        new_home = ds[head]
+        starts = np.flatnonzero(np.r_[True, new_home[1:] != new_home[:-1]])
+        first[new_home[starts]] = made + starts
+        count[new_home[starts]] = np.diff(np.r_[starts, new_home.size])
+        home.append(new_home)
+        h_old.append(os_[head])
+        h_new.append(ns[head])
+        made += new_home.size
+        arcs.append((c_src, c_dst, a, add))
+    home_a, ho, hn = np.concatenate(home), np.concatenate(h_old), np.concatenate(h_new)
+    final_add = np.full(made, np.inf)
+    for c in np.flatnonzero(np.isfinite(lat.final_graph[home_a])).tolist():
+        cost = new.final_cost(int(hn[c]))
+        if old is not None and math.isfinite(cost):
+            cost -= old.final_cost(int(ho[c]))
+        final_add[c] = cost
+        stats.dropped_finals += not math.isfinite(cost)
+    if arcs:
+        c_src, c_dst, arc_of, add = (np.concatenate(x) for x in zip(*arcs, strict=True))
+    else:
+        c_src = c_dst = arc_of = np.zeros(0, np.int64)
+        add = np.zeros(0)
+    out = _build(lat, home_a, final_add, c_src, c_dst, arc_of, add)
     stats.states_out, stats.arcs_out = out.num_states, out.num_arcs
     stats.empty = int(out.num_states == 0)
     return out, stats
@@ -211,6 +202,7 @@ def _build(lat: WordLattice, home: np.ndarray, final_add: np.ndarray, src: np.nd
         final_ilabels=final_ilabels, final_offsets=final_offsets)
 
 
-def rescore(lat: WordLattice, old: LanguageModel | None, new: LanguageModel) -> tuple[WordLattice, RescoreStats]:
+def rescore(lat: WordLattice, old: LanguageModel | None, new: LanguageModel
+            ) -> tuple[WordLattice, RescoreStats]:
     """``lat`` with the first-pass LM's costs (``old``) replaced by ``new``'s."""
-    return compose(lat, LmSwap(old, new))
+    return compose(lat, old, new)

@@ -99,6 +99,11 @@ class NgramStore:
         p = self.lm.p(h, w)
         return (-math.log(p) if p > 0 else math.inf), self._state(h + (w,))
 
+    def score_batch(self, states: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        got = [self.score(int(s), int(w)) for s, w in zip(states, words, strict=True)]
+        return (np.array([c for c, _ in got], dtype=np.float64).reshape(-1),
+                np.array([s for _, s in got], dtype=np.int64).reshape(-1))
+
     def final_cost(self, state: int) -> float:
         p = self.lm.p(self._hist[state], EOS)
         return -math.log(p) if p > 0 else math.inf

@@ -8,7 +8,7 @@ from hand_lattices import NgramStore, all_paths, random_lattice, words_of
 
 from asrtrain.decode.lattice import WordLattice
 from asrtrain.decode.lattice_sweep import best_paths
-from asrtrain.decode.rescore import LmSwap, compose, rescore
+from asrtrain.decode.rescore import rescore
 from asrtrain.lang.lm import estimate
 
 VOCAB = {i: w for i, w in enumerate(["<eps>", *"ABCDEFGHIJKL"]) if i}
@@ -115,10 +115,11 @@ def test_histories_are_expanded_only_where_paths_reach(lms):
         final_graph=np.array([np.inf] * 4 + [0.5], dtype=np.float32),
         final_acoustic=np.array([np.inf] * 4 + [1.0], dtype=np.float32),
         final_ilabels=np.array([7], dtype=np.int32), final_offsets=np.array([0, 0, 0, 0, 0, 1], dtype=np.int32))
-    swap = LmSwap(*lms)
-    got, _ = compose(lat, swap)
+    old, new = lms
+    old.queries = new.queries = 0
+    got, _ = rescore(lat, old, new)
     assert got.num_states == 7  # 0, A, C, (A B), (C B), (A B D), (C B D)
-    assert swap.queries == 6
+    assert old.queries == new.queries == 6
     assert sorted(words_of(got, a) for a, _ in all_paths(got)) == [(1, 2, 4), (3, 2, 4)]
     assert got.final_string(got.num_states - 1).tolist() == [7]
 
@@ -132,3 +133,14 @@ def test_words_the_lm_cannot_score_are_counted(lms):
     assert stats.dropped_arcs > 0
     want = {k for k in _by_path(lat) if 2 not in k[0]}
     assert set(_by_path(got)) == want
+
+
+def test_without_a_first_pass_lm_the_new_one_is_added(lms):
+    """``lattice-lmrescore-const-arpa`` alone: graph' = graph + new(words)."""
+    _, new = lms
+    lat = _lattice(4)
+    got, _ = rescore(lat, None, new)
+    before, after = _by_path(lat), _by_path(got)
+    for key, paths in before.items():
+        want = sorted((g + new.sequence_cost(key[0]), a) for g, a in paths)
+        assert [g for g, _ in after[key]] == pytest.approx([g for g, _ in want], abs=1e-3)
