@@ -40,7 +40,7 @@ from asrtrain.data.loader import ChunkLoader
 from asrtrain.distributed.base import Strategy
 from asrtrain.model.blstm import BLSTM
 from asrtrain.model.io import save_final
-from asrtrain.train import checkpoint
+from asrtrain.train import checkpoint, learner_figures
 from asrtrain.train.config import TrainConfig
 from asrtrain.train.device import DeviceBatch, StepFigures, ahead
 from asrtrain.train.hooks import Hooks
@@ -66,15 +66,6 @@ log = logging.getLogger("asrtrain.train")
 class TrainingDiverged(AsrtrainError):
     """The loss or the gradient became NaN or infinite."""
 
-
-def idle_slots(strategy: Strategy, idle_s: float) -> list[float]:
-    """This learner's wait at the epoch's end (its work done, the others' not) in its own slot
-    of a per-learner list, for the epoch's all-sum; no slots for a single learner."""
-    if strategy.world_size == 1:
-        return []
-    slots = [0.0] * strategy.world_size
-    slots[strategy.rank] = idle_s
-    return slots
 
 
 @dataclass
@@ -172,14 +163,13 @@ class Trainer:
                 *totals, seconds = self.train_epoch(net, epoch, hooks)
                 work_done = time.perf_counter()
                 strategy.end_epoch(self.model, epoch)
-                idle = idle_slots(strategy, time.perf_counter() - work_done)
+                own = learner_figures.slots(strategy, time.perf_counter() - work_done)
                 if self.valid is not None:
                     totals += held_out(self.model, self.valid, strategy, cfg.valid_batch, self.device, self.dtype)
-                sums = strategy.all_sum(totals + idle)
-                sums, idle = sums[:len(totals)], sums[len(totals):]
+                sums = strategy.all_sum(totals + own)
+                sums, by_learner = sums[:len(totals)], sums[len(totals):]
                 row = epoch_row(epoch, self.step, self.lr(epoch), sums[:4], seconds)
-                if idle:
-                    row["idle_s_by_learner"] = [round(v, 3) for v in idle]
+                row.update(learner_figures.row(strategy, by_learner))
                 if self.valid is not None:
                     row.update(held_out_row(sums[4:]))
                     row["valid_loss"] = main_value(strategy, row["valid_loss"])

@@ -4,7 +4,7 @@ checkpoint after every step, while the other has finished its share of the epoch
 The first request that the finished learner calls off must be the last of that epoch
 (before, the main learner asked again at its next step, and the next, each called off:
 15 "called off" lines in 5 s were seen), and each learner's wait at the epoch's end goes
-into the epoch's row.
+into the epoch's row, beside its gossip rounds and their time.
 """
 
 from __future__ import annotations
@@ -39,3 +39,5 @@ def test_a_called_off_checkpoint_is_not_asked_again_and_the_wait_is_measured(
     for row in epochs:
         idle = row["idle_s_by_learner"]
         assert len(idle) == 2 and all(v >= 0 for v in idle)
+        rounds = row["gossip_rounds_total_by_learner"]
+        assert len(rounds) == 2 and all(r > 0 for r in rounds)
