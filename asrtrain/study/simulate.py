@@ -21,8 +21,17 @@ takes a snapshot, and ``delay`` steps later adds ``GOSSIP_WEIGHT · (partner's
 snapshot − own snapshot)`` to its current weights. ``delay=1`` is what the real
 overlap does when the link keeps up (the snapshot of one step is mixed in after the
 next); ``delay=0`` is synchronous averaging. A new round starts when the previous one
-is applied. At an epoch's end the replicas are averaged (the real
-``--global-average``) and the held-out set is evaluated on that average.
+is applied. At an epoch's end the pending round is applied (the real job runs its
+gossip to an agreed last round) and, with ``global_average`` (the real
+``--global-average``, on by default there too), every replica is set to the mean; without it
+the replicas keep their own weights, so their spread builds up over epochs. The held-out set
+is evaluated on the replicas' mean either way (the real job without a global average
+evaluates rank 0's own weights: the mean is the model the spread is measured around).
+
+Resume: the replicas' weights and momenta, the round counter, the round in flight and the
+stale-gradient weights are the strategy's checkpoint state (:meth:`SimStrategy.state_dict`),
+beside the trainer's (the loop's RNG, the epoch's work, the step), so a stopped run continues
+bit for bit.
 
 Delay-by-one (ICASSP 2020, only its abstract public): reconstructed in two readings,
 both choices here. ``"averaging"``: the averaging lands one step late (``delay=1``).
@@ -35,7 +44,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -47,6 +56,7 @@ from asrtrain.distributed.base import Strategy
 from asrtrain.distributed.topology import GOSSIP_WEIGHT, matching
 from asrtrain.train.config import TrainConfig
 from asrtrain.train.device import DeviceBatch
+from asrtrain.train.hooks import Hooks
 from asrtrain.train.trainer import Trainer
 
 STRATEGIES = ("ssgd", "adpsgd", "h-adpsgd")
@@ -66,6 +76,7 @@ class SimConfig:
     delay: int = 1                 # steps between a round's snapshot and its averaging
     delay_by_one: str = "none"     # "gradient": the gradient one step stale
     perturb: float = 0.0           # noise added to each replica's initial weights (consensus studies)
+    global_average: bool = True    # every replica set to the mean at each epoch's end
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -95,10 +106,16 @@ class SimStrategy(Strategy):
         self._in_flight: tuple[int, list[torch.Tensor]] | None = None  # (steps to wait, snapshot deltas)
         self.in_replica = False
         self.spread: list[float] = []  # RMS distance of the replicas to their mean, after every step
+        self.epoch_spread = 0.0  # the spread at the last epoch's end, before any global average
+        self._saved: dict[str, Any] | None = None  # a checkpoint's replicas, until init_replicas takes them
+        self.name = f"sim-{sim.strategy}"  # what a checkpoint is of: a resume must find the same strategy
 
     # ----- the replicas -------------------------------------------------------------------
     def init_replicas(self, model: nn.Module, seed: int) -> None:
-        """N copies of the model's weights (perturbed by ``perturb``, seeded per replica)."""
+        """N copies of the model's weights (perturbed by ``perturb``, seeded per replica), or a checkpoint's."""
+        if self._saved is not None:
+            self._take_saved(model)
+            return
         base = [p.detach().clone() for p in model.parameters()]
         for r in range(self.n):
             g = torch.Generator().manual_seed(seed * 1000 + r + 1)
@@ -149,6 +166,41 @@ class SimStrategy(Strategy):
     def mean(self) -> list[torch.Tensor]:
         return [torch.stack(ts).mean(0) for ts in zip(*self.params, strict=True)]
 
+    # ----- checkpoints ----------------------------------------------------------------------
+    def state_dict(self, mid_epoch: bool = False) -> dict[str, Any]:
+        """Everything that differs between replicas and the gossip's position: an exact resume."""
+        flight = None if self._in_flight is None else [self._in_flight[0], self._in_flight[1]]
+        return {"strategy": self.name, "world_size": 1, "group_size": self.sim.group_size, "own_weights": False,
+                "sim": asdict(self.sim), "params": self.params, "momenta": self.momenta,
+                "previous": self.previous, "rounds": self.rounds, "in_flight": flight, "spread": self.spread,
+                "epoch_spread": self.epoch_spread}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Keep a checkpoint's replicas for :meth:`init_replicas` (the model is built by then)."""
+        if "params" not in state:
+            return
+        if state.get("sim") != asdict(self.sim):
+            raise ConfigError(f"the checkpoint simulates {state.get('sim')}, not {asdict(self.sim)}: "
+                              "use a new EXP or --no-resume")
+        self._saved = state
+
+    def _take_saved(self, model: nn.Module) -> None:
+        state, self._saved = self._saved, None
+        assert state is not None
+        device = next(model.parameters()).device
+
+        def here(ts: list[Any]) -> list[Any]:
+            return [None if t is None else t.to(device) for t in ts]
+
+        self.params = [here(ps) for ps in state["params"]]
+        self.momenta = [here(ms) for ms in state["momenta"]]
+        self.previous = None if state["previous"] is None else [here(ps) for ps in state["previous"]]
+        self.rounds = int(state["rounds"])
+        flight = state["in_flight"]
+        self._in_flight = None if flight is None else (int(flight[0]), here(flight[1]))
+        self.spread = list(state["spread"])
+        self.epoch_spread = float(state["epoch_spread"])
+
     def rms_spread(self) -> float:
         mean = self.mean()
         total = sum(float(((t - m) ** 2).sum()) for ps in self.params for t, m in zip(ps, mean, strict=True))
@@ -192,16 +244,20 @@ class SimStrategy(Strategy):
                 at += t.numel()
 
     def end_epoch(self, model: nn.Module, epoch: int) -> None:
-        """Pending averaging applied, then every replica set to the mean (``--global-average``)."""
+        """Pending averaging applied; every replica set to the mean (``global_average``), and the model
+        holds the mean for the held-out set and the checkpoint."""
         super().end_epoch(model, epoch)
         if self._in_flight is not None:
             self._apply(self._in_flight[1])
             self._in_flight = None
+        self.epoch_spread = self.rms_spread()
         mean = self.mean()
-        for ps in self.params:
-            for t, m in zip(ps, mean, strict=True):
-                t.copy_(m)
-        for p, m in zip(model.parameters(), self.params[0], strict=True):
+        if self.sim.global_average:
+            for ps in self.params:
+                for t, m in zip(ps, mean, strict=True):
+                    t.copy_(m)
+            mean = self.params[0]
+        for p, m in zip(model.parameters(), mean, strict=True):
             p.data = m
         self.stats.update(rounds=self.rounds, replicas=self.n)
         self.spread.append(self.rms_spread())
@@ -214,12 +270,21 @@ class SimTrainer(Trainer):
         if cfg.batch % sim.learners:
             raise ConfigError(f"batch {cfg.batch} does not split evenly over {sim.learners} simulated learners")
         self.sim = sim
-        super().__init__(cfg, SimStrategy(sim))
-        assert isinstance(self.strategy, SimStrategy)
-        self.sim_strategy: SimStrategy = self.strategy
-        self.sim_strategy.init_replicas(self.model, cfg.seed)
+        self.sim_strategy = SimStrategy(sim)
+        super().__init__(cfg, self.sim_strategy)
+
+    def _restore(self) -> None:
+        """The trainer's resume, then the replicas: fresh copies of the model, or the checkpoint's."""
+        super()._restore()
+        self.sim_strategy.init_replicas(self.model, self.cfg.seed)
         for p, t in zip(self.model.parameters(), self.sim_strategy.params[0], strict=True):
             p.data = t
+
+    def end_epoch(self, epoch: int, row: dict[str, Any], stop_after: bool) -> None:
+        """The epoch row also says how far the replicas had drifted apart before any global average."""
+        if self.sim_strategy.n > 1:
+            row["spread"] = self.sim_strategy.epoch_spread
+        super().end_epoch(epoch, row, stop_after)
 
     def slices(self, batch: DeviceBatch) -> list[DeviceBatch | None]:
         """The job's batch cut per replica: each learner ``batch/learners`` chunks, a super-learner its members'.
@@ -253,10 +318,11 @@ class SimTrainer(Trainer):
         strategy.after_step(self.model, self.step)
 
 
-def simulate(cfg: TrainConfig, sim: SimConfig) -> tuple[Any, SimStrategy]:
+def simulate(cfg: TrainConfig, sim: SimConfig, hooks: Hooks | None = None,
+             trainer_class: type[SimTrainer] | None = None) -> tuple[Any, SimStrategy]:
     """Train ``cfg`` with ``sim``'s simulated learners; (the trainer's result, the strategy's record)."""
-    trainer = SimTrainer(cfg, sim)
+    trainer = (trainer_class or SimTrainer)(cfg, sim)
     try:
-        return trainer.fit(), trainer.sim_strategy
+        return trainer.fit(hooks), trainer.sim_strategy
     finally:
         trainer.strategy.close()
