@@ -51,7 +51,7 @@ def archive(ctx: click.Context, out: Path, streams: tuple[str, ...], ali: Path |
     params = resolved_params(ctx)
     with command_run(f"prepare-archive.{out.stem}", out.parent, params,
                      config_name=f"{out.name}.config.yaml",
-                     fingerprint_name=f"{out.name}.fingerprint.json"):
+                     fingerprint_name=f"{out.name}.fingerprint.json", lock=out):
         summary = write_archive(out, built, None if ali is None else str(ali), num_pdfs, speakers,
                                 chunk=chunk, tolerance=length_tolerance, options=params)
     skipped = summary["skipped"]

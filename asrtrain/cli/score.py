@@ -105,7 +105,7 @@ def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | No
     params = {k: (str(v) if isinstance(v, Path) else v) for k, v in
               resolved_params(ctx).items()}
     if sweep_dir is not None and pick_dir is not None:
-        with command_run("score", sweep_dir / "score", params):
+        with command_run("score", sweep_dir / "score", params, lock=sweep_dir):
             picked = pick_on(sweep_dir, pick_dir, opts, ref_override)
         click.echo(f"dev-picked ({picked['picked']['name']} on {pick_dir}): "
                    f"{picked['test_line']} {picked['test_file']}")
@@ -114,7 +114,7 @@ def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | No
         for text in picked["warnings"]:
             click.echo(f"warning: {text}")
     elif sweep_dir is not None:
-        with command_run("score", sweep_dir / "score", params):
+        with command_run("score", sweep_dir / "score", params, lock=sweep_dir):  # writes wer_*, best_wer
             sweep(sweep_dir, opts, ref_override)
         click.echo(read_text(sweep_dir / "best_wer").rstrip())
     else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,20 @@ def training_options(func: Any) -> Any:
     return func
 
 
+@contextlib.contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """The study's directory, held against a second study writing into it (:mod:`asrtrain.core.lock`)."""
+    import logging
+
+    from asrtrain.core.lock import hold
+
+    with hold(out) as held:
+        note = held.take_note()
+        if note:
+            logging.getLogger("asrtrain.study").warning("%s", note)
+        yield
+
+
 def base_config(archive: Path, valid: Path, out: Path, batch: int, kw: dict[str, Any]) -> TrainConfig:
     model = ModelConfig(hidden=kw["hidden"], layers=kw["layers"], proj=kw["proj"])
     return TrainConfig(archive=archive, valid=valid, exp=out, epochs=kw["epochs"], batch=batch,
@@ -72,7 +88,9 @@ def batch_cmd(archive: Path, valid: Path, out: Path, learners: int, batches: str
     """SSGD and ADPSGD at growing batches against one learner at the base batch (INTERSPEECH 2019, Fig. 2)."""
     from asrtrain.study.studies import batch_study
 
-    record = batch_study(base_config(archive, valid, out, kw["base_batch"], kw), out, learners, _ints(batches), margin)
+    with _locked(out):
+        record = batch_study(base_config(archive, valid, out, kw["base_batch"], kw), out, learners, _ints(batches),
+                             margin)
     click.echo(f"{out}/batch.md: largest batch within {100 * margin:g}% of one learner: "
                f"SSGD {record['largest']['ssgd']}, ADPSGD {record['largest']['adpsgd']}")
 
@@ -89,7 +107,8 @@ def hierarchy_cmd(archive: Path, valid: Path, out: Path, learners: int, group: i
     """H-ADPSGD over LEARNERS in super-learners of GROUP against ADPSGD over LEARNERS/GROUP (section 4)."""
     from asrtrain.study.studies import hierarchy_study
 
-    record = hierarchy_study(base_config(archive, valid, out, batch, kw), out, learners, group)
+    with _locked(out):
+        record = hierarchy_study(base_config(archive, valid, out, batch, kw), out, learners, group)
     click.echo(f"{out}/hierarchy.md: " + ", ".join(f"{r['name']} {r['best_valid_loss']:.4f}" for r in record["runs"]))
 
 
@@ -109,5 +128,6 @@ def topology_cmd(out: Path, sizes: str, archive: Path | None, valid: Path | None
     if (archive is None) != (valid is None):
         raise click.UsageError("give both --archive and --valid, or neither")
     base = base_config(archive, valid, out, batch, kw) if archive is not None and valid is not None else None
-    topology_study(base, out, _ints(sizes), learners)
+    with _locked(out):
+        topology_study(base, out, _ints(sizes), learners)
     click.echo(f"wrote {out}/topology.md")

@@ -21,6 +21,7 @@ from typing import Any
 
 from asrtrain.core.config import write_config
 from asrtrain.core.fingerprint import write_fingerprint
+from asrtrain.core.lock import hold
 
 log = logging.getLogger("asrtrain")
 
@@ -54,16 +55,33 @@ def _unique(path: Path) -> Path:
 def command_run(name: str, out: str | os.PathLike[str], params: dict[str, Any] | None = None,
                 extra_fingerprint: dict[str, Any] | None = None,
                 config_name: str | None = None, log_dir: str | os.PathLike[str] | None = None,
-                fingerprint_name: str = "fingerprint.json") -> Iterator[Run]:
-    """Open ``out/log/<name>.<time>.log``, write the fingerprint and the resolved config.
+                fingerprint_name: str = "fingerprint.json",
+                lock: str | os.PathLike[str] | None = None) -> Iterator[Run]:
+    """Hold the output's lock, open ``out/log/<name>.<time>.log``, write the fingerprint and the config.
 
-    ``params`` (the command's resolved options) are written to
-    ``out/<config_name or name + '.config.yaml'>``; commands whose output is one file
-    among others in ``out`` name their fingerprint after it (``fingerprint_name``) so that
-    several outputs in one directory keep their own. The log's last line says
-    ``exit status 0`` or the exception that ended the run.
+    The lock (:mod:`asrtrain.core.lock`) is of ``lock``, by default ``out``: the output
+    itself where ``out`` is only where its records go (an archive file in its
+    directory, a directory being built under a temporary name). Another run holding it
+    stops this one before anything is written. ``params`` (the command's resolved
+    options) are written to ``out/<config_name or name + '.config.yaml'>``; commands
+    whose output is one file among others in ``out`` name their fingerprint after it
+    (``fingerprint_name``) so that several outputs in one directory keep their own. The
+    log's last line says ``exit status 0`` or the exception that ended the run.
     """
-    out_path = Path(out)
+    with hold(out if lock is None else lock) as held:
+        with _logged_run(name, Path(out), params, extra_fingerprint, config_name, log_dir,
+                         fingerprint_name) as run:
+            note = held.take_note()
+            if note:
+                log.warning("%s", note)
+            yield run
+
+
+@contextlib.contextmanager
+def _logged_run(name: str, out_path: Path, params: dict[str, Any] | None, extra_fingerprint: dict[str, Any] | None,
+                config_name: str | None, log_dir: str | os.PathLike[str] | None,
+                fingerprint_name: str) -> Iterator[Run]:
+    """The run's log, config and fingerprint (:func:`command_run` without the lock)."""
     logdir = Path(log_dir) if log_dir is not None else out_path / "log"
     logdir.mkdir(parents=True, exist_ok=True)
     log_path = _unique(logdir / f"{name.replace(' ', '-')}.{_stamp()}.{os.getpid()}.log")

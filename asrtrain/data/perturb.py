@@ -121,6 +121,7 @@ def perturb_dir(data: str | os.PathLike[str], out: str | os.PathLike[str],
                 params: dict[str, Any] | None = None) -> PerturbSummary:
     """Write OUT: DATA's utterances at each of ``speeds``, atomically (complete or absent)."""
     from asrtrain.core.atomic import atomic_path
+    from asrtrain.core.lock import hold
     from asrtrain.core.runlog import command_run
     from asrtrain.data.kaldi_dir import spk2utt_from_utt2spk, write_table
 
@@ -138,9 +139,9 @@ def perturb_dir(data: str | os.PathLike[str], out: str | os.PathLike[str],
         for name, table in copy.items():
             _merge(rows[name], table, data / name, speed)
     left_out = tuple(other_files(data, {*rows, "spk2utt"}))
-    with atomic_path(out) as tmp:
+    with hold(out), atomic_path(out) as tmp:  # locked until it is renamed into place
         tmp.mkdir()
-        with command_run("prepare-perturb", tmp, params):
+        with command_run("prepare-perturb", tmp, params, lock=out):
             for name, table in rows.items():
                 write_table(tmp / name, table)
             write_table(tmp / "spk2utt", spk2utt_from_utt2spk(rows["utt2spk"]))

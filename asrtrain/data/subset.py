@@ -83,6 +83,7 @@ def write_subset(src: DataDir, out: Path, utts: set[str], params: dict[str, Any]
                  note: str = "") -> None:
     """OUT: the data dir of ``src`` restricted to ``utts``; every table filtered, spk2utt rebuilt."""
     from asrtrain.core.atomic import atomic_path
+    from asrtrain.core.lock import hold
     from asrtrain.core.runlog import command_run
     from asrtrain.data.kaldi_dir import spk2utt_from_utt2spk, write_table
 
@@ -90,9 +91,9 @@ def write_subset(src: DataDir, out: Path, utts: set[str], params: dict[str, Any]
     recordings = {src.recording(u) for u in utts}
     keep = {**{name: utts for name in UTT_KEYED}, **{name: speakers for name in SPK_KEYED},
             **{name: recordings for name in (*RECO_KEYED, "wav.scp")}}
-    with atomic_path(out) as tmp:
+    with hold(out), atomic_path(out) as tmp:  # locked until it is renamed into place
         tmp.mkdir()
-        with command_run("prepare-subset", tmp, params):
+        with command_run("prepare-subset", tmp, params, lock=out):
             if note:
                 log.info("%s: %d utterances; %s", out, len(utts), note)
             for name, wanted in keep.items():

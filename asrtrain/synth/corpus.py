@@ -158,6 +158,7 @@ def make_corpus(out: Path, config: SynthConfig, params: dict[str, Any] | None = 
     ``summary.json``, ``fingerprint.json`` and ``log/``. Checks that fail fast
     (options, OUT, libespeak-ng, voices, enough text) run before anything is written.
     """
+    from asrtrain.core.lock import hold
     from asrtrain.core.runlog import command_run
 
     config.check()
@@ -174,8 +175,8 @@ def make_corpus(out: Path, config: SynthConfig, params: dict[str, Any] | None = 
                      config.test_speakers, rng, config.noise_snr, config.reverb,
                      config.max_repeats)
     extra = {"espeak_ng": engine.version(), "synth": {**asdict(config), "cache": None}}
-    with atomic_path(out) as tmp:
-        with command_run("prepare-synth", tmp, params, extra_fingerprint=extra):
+    with hold(out), atomic_path(out) as tmp:  # locked until it is renamed into place
+        with command_run("prepare-synth", tmp, params, extra_fingerprint=extra, lock=out):
             log.info("text: %s", text_stats.summary())
             summary = _build(tmp, out, config, plan, sentences, engine)
             summary.text_kept = dict(text_stats.kept)
