@@ -39,6 +39,7 @@ $(STAMP): pyproject.toml setup.cfg | apt
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH_PIN)
 	$(BIN)/python -m pip install -q -e ".[mpi,plot,dev,corpora]"
+	$(BIN)/python -m asrtrain.decode.native
 	touch $(STAMP)
 
 test: apt $(STAMP)

@@ -50,8 +50,95 @@ class WordLattice:
     @property
     def num_frames(self) -> int:
         """Frames of the utterance: the string length of any complete path (all equal)."""
-        best = self.best_path(1.0, 0.0)
-        return len(best.pdfs) if best is not None else 0
+        if self.num_states == 0:
+            return 0
+        times = self.state_times()
+        ends = np.flatnonzero(np.isfinite(self.final_graph))
+        if ends.size == 0:
+            return int(times.max())
+        return int(times[ends[0]] + np.diff(self.final_offsets)[ends[0]])
+
+    def state_times(self) -> np.ndarray:
+        """Frames consumed on reaching each state (int64 [S]). A determinized lattice
+        gives every path into a state the same length (Kaldi's LatticeStateTimes);
+        a state no arc reaches is at 0."""
+        times = np.zeros(self.num_states, dtype=np.int64)
+        lengths = np.diff(self.ilabel_offsets)
+        order = np.argsort(self.src, kind="stable")
+        for a in order.tolist():
+            times[self.dst[a]] = times[self.src[a]] + lengths[a]
+        return times
+
+    @classmethod
+    def from_arcs(cls, num_states: int, start: int, arcs: list[tuple[int, int, int, float, float, list[int]]],
+                  finals: dict[int, tuple[float, float, list[int]]]) -> WordLattice:
+        """A lattice from arcs ``(src, dst, word, graph, acoustic, ilabels)`` and final
+        weights ``state -> (graph, acoustic, ilabels)`` in any state numbering: states are
+        renumbered topologically from ``start``, those not reachable from it dropped.
+        Raises ValueError on a cycle."""
+        out: list[list[int]] = [[] for _ in range(num_states)]
+        indeg = [0] * num_states
+        for i, arc in enumerate(arcs):
+            out[arc[0]].append(i)
+        seen = [False] * num_states
+        stack = [start] if num_states else []
+        if stack:
+            seen[start] = True
+        while stack:  # reachable states, and in-degrees among them
+            s = stack.pop()
+            for i in out[s]:
+                d = arcs[i][1]
+                indeg[d] += 1
+                if not seen[d]:
+                    seen[d] = True
+                    stack.append(d)
+        order: list[int] = []
+        stack = [start] if num_states else []
+        while stack:
+            s = stack.pop()
+            order.append(s)
+            for i in reversed(out[s]):
+                d = arcs[i][1]
+                indeg[d] -= 1
+                if indeg[d] == 0:
+                    stack.append(d)
+        if len(order) != sum(seen):
+            raise ValueError("the lattice has a cycle")
+        new = {s: k for k, s in enumerate(order)}
+        kept = [i for s in order for i in out[s]]
+        lengths = [len(arcs[i][5]) for i in kept]
+        flens = [len(finals[s][2]) if s in finals else 0 for s in order]
+        return cls(
+            src=np.array([new[arcs[i][0]] for i in kept], dtype=np.int32),
+            dst=np.array([new[arcs[i][1]] for i in kept], dtype=np.int32),
+            word=np.array([arcs[i][2] for i in kept], dtype=np.int32),
+            graph=np.array([arcs[i][3] for i in kept], dtype=np.float32),
+            acoustic=np.array([arcs[i][4] for i in kept], dtype=np.float32),
+            ilabels=np.array([x for i in kept for x in arcs[i][5]], dtype=np.int32),
+            ilabel_offsets=np.r_[0, np.cumsum(lengths, dtype=np.int64)].astype(np.int32),
+            final_graph=np.array([finals[s][0] if s in finals else np.inf for s in order],
+                                 dtype=np.float32),
+            final_acoustic=np.array([finals[s][1] if s in finals else 0.0 for s in order],
+                                    dtype=np.float32),
+            final_ilabels=np.array([x for s in order if s in finals for x in finals[s][2]],
+                                   dtype=np.int32),
+            final_offsets=np.r_[0, np.cumsum(flens, dtype=np.int64)].astype(np.int32))
+
+    def check(self) -> None:
+        """Raise ValueError unless the arrays are consistent and numbered topologically."""
+        a, s = self.num_arcs, self.num_states
+        sizes = {"dst": self.dst, "word": self.word, "graph": self.graph, "acoustic": self.acoustic}
+        for name, arr in sizes.items():
+            if arr.shape != (a,):
+                raise ValueError(f"{name} has shape {arr.shape}, expected ({a},)")
+        if self.ilabel_offsets.shape != (a + 1,) or self.final_offsets.shape != (s + 1,):
+            raise ValueError("offsets must have one entry more than arcs (states)")
+        if self.final_acoustic.shape != (s,):
+            raise ValueError("final_acoustic must have one entry per state")
+        if a and (self.src.min() < 0 or self.dst.max() >= s or (self.src >= self.dst).any()):
+            raise ValueError("arcs must go from a lower to a higher state number")
+        if self.ilabel_offsets[-1] != self.ilabels.size or self.final_offsets[-1] != self.final_ilabels.size:
+            raise ValueError("offsets do not cover the input labels")
 
     def arc_string(self, a: int) -> np.ndarray:
         return self.ilabels[self.ilabel_offsets[a]:self.ilabel_offsets[a + 1]]
