@@ -127,6 +127,9 @@ def _show(title: str, plan: dict[str, Any]) -> None:
               help="Continue from the last complete checkpoint in EXP when there is one.")
 @click.option("--log-every", type=click.IntRange(min=1), default=_t("log_every"), show_default=True,
               help="Steps between metrics.jsonl rows.")
+@click.option("--tensorboard/--no-tensorboard", default=_t("tensorboard"), show_default=True,
+              help="Also write the metrics.jsonl rows as TensorBoard events in EXP/tensorboard "
+                   "(tensorboard --logdir EXP).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=_t("precision"),
               show_default=True, help="auto: bf16 autocast on GPU, fp32 on CPU.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads.")

@@ -57,6 +57,7 @@ class TrainConfig:
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
     log_every: int = 50              # a metrics.jsonl row every this many steps
+    tensorboard: bool = True         # the metrics rows also as TensorBoard events under EXP/tensorboard
     resume: bool = True              # continue from the last complete checkpoint when one exists
     block_chunks: int | None = None  # loader block size (None: the loader's default)
     prefetch: int | None = None      # loader prefetch depth (None: the loader's default)

@@ -27,8 +27,10 @@ from asrtrain.core.progress import Progress
 class MetricsLog:
     """Appends rows to ``metrics.jsonl`` (flushed per row: readable while training)."""
 
-    def __init__(self, path: Path, resume_epoch: int | None = None, resume_step: int | None = None) -> None:
+    def __init__(self, path: Path, resume_epoch: int | None = None, resume_step: int | None = None,
+                 events: Any = None) -> None:
         self.path = Path(path)
+        self.events = events  # an EventSink (train/events.py): the rows also for TensorBoard
         rows = read_metrics(self.path) if resume_epoch is not None and self.path.exists() else []
         kept = [r for r in rows if _kept(r, resume_epoch or 0, resume_step)]
         write_text(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
@@ -38,10 +40,14 @@ class MetricsLog:
         row = {"kind": kind, "time": round(time.time(), 3), **{k: _plain(v) for k, v in values.items()}}
         self._handle.write(json.dumps(row, sort_keys=True) + "\n")
         self._handle.flush()
+        if self.events is not None:
+            self.events.write(row)
         return row
 
     def close(self) -> None:
         self._handle.close()
+        if self.events is not None:
+            self.events.close()
 
     def __enter__(self) -> MetricsLog:
         return self

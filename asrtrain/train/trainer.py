@@ -43,6 +43,7 @@ from asrtrain.model.io import save_final
 from asrtrain.train import checkpoint, learner_figures
 from asrtrain.train.config import TrainConfig
 from asrtrain.train.device import DeviceBatch, StepFigures, ahead
+from asrtrain.train.events import open_sink
 from asrtrain.train.hooks import Hooks
 from asrtrain.train.metrics import EpochBar, MetricsLog, StepWindow, epoch_row, epoch_summary
 from asrtrain.train.plateau import Plateau, PlateauState
@@ -151,8 +152,7 @@ class Trainer:
     def fit(self, hooks: Hooks | None = None) -> TrainResult:
         """Run the remaining epochs; the main learner writes metrics, checkpoints and ``final.pt``."""
         cfg, strategy, hooks = self.cfg, self.strategy, hooks or Hooks()
-        self.metrics = MetricsLog(cfg.exp / "metrics.jsonl", resume_epoch=self.start_epoch - 1,
-                                  resume_step=self.step) if strategy.is_main else None
+        self.metrics = self._metrics_log(self.start_epoch - 1, self.step) if strategy.is_main else None
         net = strategy.wrap(self.model)
         self.model.train()
         hooks.start(self)
@@ -283,12 +283,20 @@ class Trainer:
         self.history.append(row)  # on every learner: whoever is main later has it all
         if self.strategy.is_main:
             if self.metrics is None:  # main since the main learner left the job: go on with its rows
-                self.metrics = MetricsLog(self.cfg.exp / "metrics.jsonl", resume_epoch=epoch)
+                self.metrics = self._metrics_log(epoch, None)
             for event in self.strategy.events():
                 self.metrics.write("event", **{"epoch": epoch, **event})
             self.metrics.write("epoch", **row)
             log.info("%s", epoch_summary(row))
         self._save(checkpoint.checkpoint_name(epoch), {"epoch": epoch}, {}, stop_after)
+
+    def _metrics_log(self, epochs_done: int, step: int | None) -> MetricsLog:
+        """``metrics.jsonl`` kept to ``epochs_done`` and ``step`` (the rows after them go), and
+        its TensorBoard events purged after ``step`` alike (``None``: a learner that became main
+        mid-job, whose own step does not number the rows: every row of the done epochs stays)."""
+        events = open_sink(self.cfg.exp, self.cfg.tensorboard, resume_step=step)
+        return MetricsLog(self.cfg.exp / "metrics.jsonl", resume_epoch=epochs_done, resume_step=step,
+                          events=events)
 
     def _save(self, name: str, where: dict[str, Any], own: dict[str, Any], stop_after: bool) -> None:
         state = {"step": self.step, "config": self.cfg.to_dict(), "history": self.history,
