@@ -115,10 +115,8 @@ def _weight(g: float, a: float, labels: np.ndarray) -> str:
 def to_text(lat: WordLattice) -> str:
     """The lattice as Kaldi's CompactLattice text (newline first, empty line last)."""
     lines = [""]
-    order = np.argsort(lat.src, kind="stable")
-    starts = np.searchsorted(lat.src[order], np.arange(lat.num_states + 1))
-    for s in range(lat.num_states):
-        for a in order[starts[s]:starts[s + 1]].tolist():
+    for s, arcs in enumerate(_arcs_by_state(lat)):
+        for a in arcs:
             head = f"{s}\t{int(lat.dst[a])}\t{int(lat.word[a])}"
             lab = lat.arc_string(a)
             if lat.graph[a] == 0 and lat.acoustic[a] == 0 and lab.size == 0:
@@ -206,21 +204,29 @@ def _string(text: str) -> bytes:
     return struct.pack("<i", len(data)) + data
 
 
-def to_bytes(lat: WordLattice) -> bytes:
-    """The lattice as OpenFst writes a ``VectorFst<CompactLatticeArc>``."""
-    out = [struct.pack("<i", FST_MAGIC), _string("vector"), _string(ARC_TYPE),
-           struct.pack("<iiQqqq", VECTOR_VERSION, 0, PROPERTIES, 0 if lat.num_states else -1,
-                       lat.num_states, lat.num_arcs)]
+def _header(arc_type: str, num_states: int, num_arcs: int) -> bytes:
+    """OpenFst's FstHeader of a VectorFst (start state 0, none if empty)."""
+    return b"".join([struct.pack("<i", FST_MAGIC), _string("vector"), _string(arc_type),
+                     struct.pack("<iiQqqq", VECTOR_VERSION, 0, PROPERTIES,
+                                 0 if num_states else -1, num_states, num_arcs)])
+
+
+def _arcs_by_state(lat: WordLattice) -> list[list[int]]:
     order = np.argsort(lat.src, kind="stable")
     starts = np.searchsorted(lat.src[order], np.arange(lat.num_states + 1))
-    for s in range(lat.num_states):
+    return [order[starts[s]:starts[s + 1]].tolist() for s in range(lat.num_states)]
+
+
+def to_bytes(lat: WordLattice) -> bytes:
+    """The lattice as OpenFst writes a ``VectorFst<CompactLatticeArc>``."""
+    out = [_header(ARC_TYPE, lat.num_states, lat.num_arcs)]
+    for s, arcs in enumerate(_arcs_by_state(lat)):
         if np.isfinite(lat.final_graph[s]):
             lab = lat.final_string(s)
             out.append(struct.pack("<ffi", lat.final_graph[s], lat.final_acoustic[s], lab.size))
             out.append(lab.astype("<i4").tobytes())
         else:
             out.append(struct.pack("<ffi", np.inf, np.inf, 0))
-        arcs = order[starts[s]:starts[s + 1]].tolist()
         out.append(struct.pack("<q", len(arcs)))
         for a in arcs:
             lab = lat.arc_string(a)
@@ -228,6 +234,48 @@ def to_bytes(lat: WordLattice) -> bytes:
             out.append(struct.pack("<iiffi", w, w, lat.graph[a], lat.acoustic[a], lab.size))
             out.append(lab.astype("<i4").tobytes())
             out.append(struct.pack("<i", int(lat.dst[a])))
+    return b"".join(out)
+
+
+def to_lattice_bytes(lat: WordLattice) -> bytes:
+    """The lattice as Kaldi's ``Lattice`` (``lattice-copy --write-compact=false``), OpenFst
+    binary of ``lattice4`` arcs: Kaldi's ConvertLattice, each string a chain of arcs with
+    one transition-id each (the word and the weight on the first), chain states numbered
+    after the lattice's own, state by state, a final string's chain before the arcs."""
+    Arc = tuple[int, int, float, float, int]  # ilabel, olabel, graph, acoustic, next state
+    states: list[list[Arc]] = [[] for _ in range(lat.num_states)]
+    finals: dict[int, tuple[float, float]] = {}
+
+    def new_state() -> int:
+        states.append([])
+        return len(states) - 1
+
+    def chain(s: int, labels: list[int], word: int, g: float, a: float, end: int) -> None:
+        """Arcs from ``s`` to ``end`` (-1: to a new final state) spelling ``labels``."""
+        cur = s
+        for n, x in enumerate(labels):
+            nxt = end if n == len(labels) - 1 and end >= 0 else new_state()
+            first = n == 0
+            states[cur].append((x, word if first else 0, g if first else 0.0,
+                                a if first else 0.0, nxt))
+            cur = nxt
+        if end < 0:
+            finals[cur] = (g, a) if not labels else (0.0, 0.0)
+        elif not labels:
+            states[s].append((0, word, g, a, end))
+
+    for s, arcs in enumerate(_arcs_by_state(lat)):
+        if np.isfinite(lat.final_graph[s]):
+            chain(s, lat.final_string(s).tolist(), 0, float(lat.final_graph[s]),
+                  float(lat.final_acoustic[s]), -1)
+        for a in arcs:
+            chain(s, lat.arc_string(a).tolist(), int(lat.word[a]), float(lat.graph[a]),
+                  float(lat.acoustic[a]), int(lat.dst[a]))
+    out = [_header("lattice4", len(states), sum(len(x) for x in states))]
+    for s, arcs2 in enumerate(states):
+        out.append(struct.pack("<ff", *finals.get(s, (np.inf, np.inf))))
+        out.append(struct.pack("<q", len(arcs2)))
+        out.extend(struct.pack("<iiffi", *arc) for arc in arcs2)
     return b"".join(out)
 
 
