@@ -23,6 +23,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import IO
 
@@ -34,6 +35,7 @@ log = logging.getLogger("asrtrain.lang.arpa")
 
 UNK_SPELLINGS = ("<unk>", "<UNK>")
 CHUNK_LINES = 1 << 17
+BLOCK_BYTES = 1 << 22
 _COUNT = re.compile(r"^ngram\s+(\d+)\s*=\s*(\d+)$")
 _SECTION = re.compile(r"^\\(\d+)-grams:$")
 
@@ -76,6 +78,75 @@ def open_arpa(path: Path) -> IO[bytes]:
     return raw
 
 
+class _Lines:
+    """The file's lines, decoded a block of bytes at a time (a Python loop per line costs
+    more than the parsing); ``lineno`` is the number of the last line handed out."""
+
+    def __init__(self, fh: IO[bytes], path: Path) -> None:
+        self.fh, self.path = fh, path
+        self.block: list[str] = []
+        self.at = 0
+        self.lineno = 0
+        self.rest = b""
+        self.eof = False
+
+    def _fill(self) -> bool:
+        """Read the next block; False at the end of the file."""
+        if self.eof:
+            return False
+        try:
+            data = self.fh.read(BLOCK_BYTES)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise InputError(f"line {self.lineno + 1}: the gzip stream is truncated or corrupt "
+                             f"here ({exc})", self.path) from None
+        if not data:
+            self.eof = True
+            if not self.rest:
+                return False
+            data, self.rest = self.rest, b""
+        else:
+            data, self.rest = self.rest + data, b""
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                self.rest = data
+                return self._fill()
+            data, self.rest = data[:cut], data[cut + 1:]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = self.lineno + data.count(b"\n", 0, exc.start) + 1
+            raise InputError(f"line {line}: not UTF-8 (byte 0x{data[exc.start]:02X})",
+                             self.path) from None
+        self.block, self.at = text.split("\n"), 0
+        return True
+
+    def next(self) -> str | None:
+        """The next line, stripped; None at the end."""
+        while self.at == len(self.block):
+            if not self._fill():
+                return None
+        line = self.block[self.at]
+        self.at += 1
+        self.lineno += 1
+        return line.strip()
+
+    def entries(self, most: int) -> tuple[list[str], bool]:
+        """Up to ``most`` lines before the next blank one, and whether the blank line (or
+        the end of the file) was reached; the blank line is consumed."""
+        while self.at == len(self.block):
+            if not self._fill():
+                return [], True
+        block, start = self.block, self.at
+        stop = min(len(block), start + most)
+        for i in range(start, stop):
+            line = block[i]
+            if not line or line.isspace():
+                self.at, self.lineno = i + 1, self.lineno + i - start + 1
+                return block[start:i], True
+        self.at, self.lineno = stop, self.lineno + stop - start
+        return block[start:stop], False
+
+
 class ArpaReader:
     """Stream an ARPA file as :class:`ArpaChunk` s of word ids from ``vocab``.
 
@@ -93,34 +164,22 @@ class ArpaReader:
                 self.vocab.setdefault(s, unk)
         self.chunk_lines = chunk_lines
         self.stats = ArpaStats()
-        self.lineno = 0
+        self.lines: _Lines | None = None
+
+    @property
+    def lineno(self) -> int:
+        return self.lines.lineno if self.lines is not None else 0
 
     def error(self, message: str, line: int | None = None) -> InputError:
         return InputError(f"line {line or self.lineno}: {message}", self.path)
 
-    def _lines(self, fh: IO[bytes]) -> Iterator[str]:
-        """Decoded, stripped lines; a truncated or corrupt gzip names the line it reached."""
-        try:
-            for raw in fh:
-                self.lineno += 1
-                try:
-                    yield raw.decode("utf-8").strip()
-                except UnicodeDecodeError as exc:
-                    raise self.error(f"not UTF-8 (byte 0x{raw[exc.start]:02X} at column "
-                                     f"{exc.start + 1})") from None
-        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-            raise self.error(f"the gzip stream is truncated or corrupt after this line ({exc})",
-                             self.lineno) from None
-
-    def header(self, lines: Iterator[str]) -> list[int]:
-        """The ``\\data\\`` counts; leaves ``lines`` at the first section line."""
-        for line in lines:
-            if line == "\\data\\":
-                break
-        else:
-            raise self.error("no \\data\\ header: not an ARPA file")
+    def header(self, lines: _Lines) -> list[int]:
+        """The ``\\data\\`` counts; leaves ``lines`` after the blank line that ends them."""
+        while (line := lines.next()) != "\\data\\":
+            if line is None:
+                raise self.error("no \\data\\ header: not an ARPA file")
         counts: dict[int, int] = {}
-        for line in lines:
+        while (line := lines.next()) is not None:
             if not line:
                 if counts:
                     break
@@ -138,7 +197,7 @@ class ArpaReader:
     def read(self) -> Iterator[ArpaChunk]:
         """Every order's n-grams, in file order, as chunks of at most ``chunk_lines`` rows."""
         with open_arpa(self.path) as fh:
-            lines = self._lines(fh)
+            lines = self.lines = _Lines(fh, self.path)
             counts = self.header(lines)
             self.stats.declared = counts
             order = len(counts)
@@ -146,15 +205,15 @@ class ArpaReader:
             for n in range(1, order + 1):
                 self._section_start(lines, n)
                 yield from self._section(lines, n, order, counts[n - 1])
-            for line in lines:
+            while (line := lines.next()) is not None:
                 if line == "\\end\\":
                     return
                 if line:
                     raise self.error(f"expected \\end\\ after the {order}-grams, got {line[:60]!r}")
             raise self.error("the file ends before \\end\\ (truncated?)")
 
-    def _section_start(self, lines: Iterator[str], n: int) -> None:
-        for line in lines:
+    def _section_start(self, lines: _Lines, n: int) -> None:
+        while (line := lines.next()) is not None:
             if not line:
                 continue
             m = _SECTION.match(line)
@@ -163,47 +222,48 @@ class ArpaReader:
             return
         raise self.error(f"the file ends before the \\{n}-grams: section (truncated?)")
 
-    def _section(self, lines: Iterator[str], n: int, order: int, declared: int) -> Iterator[ArpaChunk]:
+    def _section(self, lines: _Lines, n: int, order: int, declared: int) -> Iterator[ArpaChunk]:
         seen = 0
-        batch: list[str] = []
-        start = self.lineno + 1
-        for line in lines:
-            if not line:
-                break
-            batch.append(line)
-            if len(batch) == self.chunk_lines:
+        ended = False
+        while not ended:
+            start = lines.lineno + 1
+            batch, ended = lines.entries(self.chunk_lines)
+            if batch:
                 seen += len(batch)
                 yield from self._chunk(batch, n, order, start)
-                batch, start = [], self.lineno + 1
-        else:
+        if lines.eof and lines.at == len(lines.block):
             raise self.error(f"the file ends inside the \\{n}-grams: section (truncated?)")
-        if batch:
-            seen += len(batch)
-            yield from self._chunk(batch, n, order, start)
         if seen != declared:
             raise self.error(f"the \\{n}-grams: section has {seen} n-grams where the \\data\\ "
                              f"header says {declared}")
 
     def _chunk(self, batch: list[str], n: int, order: int, start: int) -> Iterator[ArpaChunk]:
         parts = [ln.split() for ln in batch]
-        widths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+        widths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
         bad = np.flatnonzero((widths < n + 1) | (widths > n + 2))
         if bad.size:
             k = int(bad[0])
             raise self.error(f"a {n}-gram line needs 'log10p {' '.join(['w'] * n)} [backoff]', "
                              f"got {batch[k][:80]!r}", start + k)
-        probs = self._floats([p[0] for p in parts], batch, start)
+        probs = np.empty(len(parts), dtype=np.float32)
         bows = np.zeros(len(parts), dtype=np.float32)
-        has_bow = np.flatnonzero(widths == n + 2)
-        if has_bow.size:
-            if n == order:
-                self.stats.top_order_bows += int(has_bow.size)
-            else:
-                bows[has_bow] = self._floats([parts[k][n + 1] for k in has_bow.tolist()],
-                                             [batch[k] for k in has_bow.tolist()], start, has_bow)
+        ids = np.empty((len(parts), n), dtype=np.int64)
         get = self.vocab.get
-        ids = np.fromiter((get(w, -1) for p in parts for w in p[1:n + 1]), dtype=np.int64,
-                          count=len(parts) * n).reshape(len(parts), n)
+        for width in (n + 1, n + 2):
+            rows = np.flatnonzero(widths == width)
+            if rows.size == 0:
+                continue
+            group = parts if rows.size == len(parts) else [parts[k] for k in rows.tolist()]
+            table = np.array(group, dtype=object).reshape(rows.size, width)
+            probs[rows] = self._floats(table[:, 0], start, rows)
+            if width == n + 2:
+                if n == order:
+                    self.stats.top_order_bows += int(rows.size)
+                else:
+                    bows[rows] = self._floats(table[:, n + 1], start, rows)
+            flat = table[:, 1:n + 1].ravel().tolist()
+            ids[rows] = np.fromiter(map(get, flat, repeat(-1)), dtype=np.int64,
+                                    count=len(flat)).reshape(rows.size, n)
         ok = (ids >= 0).all(axis=1)
         if not ok.all():
             for k in np.flatnonzero(~ok).tolist():
@@ -217,23 +277,20 @@ class ArpaReader:
             yield ArpaChunk(order=n, ids=ids[keep].astype(np.int32), logp=probs[keep],
                             bow=bows[keep], lines=(start + keep).astype(np.int64))
 
-    def _floats(self, col: list[str], batch: list[str], start: int,
-                rows: np.ndarray | None = None) -> np.ndarray:
+    def _floats(self, col: np.ndarray, start: int, rows: np.ndarray) -> np.ndarray:
         try:
-            out = np.asarray(col, dtype=np.float64)
+            out = col.astype(np.float64)
         except ValueError:
-            for k, s in enumerate(col):
+            for k, s in enumerate(col.tolist()):
                 try:
                     float(s)
                 except ValueError:
-                    line = start + (int(rows[k]) if rows is not None else k)
-                    raise self.error(f"{s!r} is not a number", line) from None
+                    raise self.error(f"{s!r} is not a number", start + int(rows[k])) from None
             raise
         if not np.isfinite(out).all():
             k = int(np.flatnonzero(~np.isfinite(out))[0])
-            line = start + (int(rows[k]) if rows is not None else k)
-            raise self.error(f"{col[k]!r} is not a finite number", line)
-        return out.astype(np.float32)
+            raise self.error(f"{col[k]!r} is not a finite number", start + int(rows[k]))
+        return out
 
 
 def format_rows(words: list[list[str]], logp: np.ndarray, bow: np.ndarray | None) -> str:

@@ -171,6 +171,10 @@ class LmStore:
             total += c
         return total + self.final_cost(state)
 
+    def has_word(self, word: int) -> bool:
+        """Whether ``word`` is a unigram of the LM (else :meth:`score` maps it to ``<unk>``)."""
+        return 0 <= word < self.vocab_size and math.isfinite(float(self._o[0].cost[word]))
+
     def nbytes(self) -> int:
         return sum(a.nbytes for o in self._o for a in (o.word, o.cost, o.bocost, o.bolink, o.first)
                    if a is not None)
@@ -180,7 +184,7 @@ class LmStore:
 
     # -- internals -----------------------------------------------------------------------
     def _known(self, word: int) -> int:
-        if 0 <= word < self.vocab_size and math.isfinite(float(self._o[0].cost[word])):
+        if self.has_word(word):
             return word
         if self.unk is not None:
             return self.unk

@@ -2,7 +2,9 @@
 
 Writes (contract 6): phones.txt, words.txt, L.fst, L_disambig.fst, lm.arpa, G.fst, tree
 (+ tree.pdfs.txt, tree_id), num_pdfs, pdf_ali/{split}.{ark,scp}, graph/ (HCLG.fst with
-input labels pdf+1, words.txt, phones.txt, tree, align_lexicon.txt, info.json).
+input labels pdf+1, words.txt, phones.txt, tree, align_lexicon.txt, info.json); and the
+LMs of ``lang_lm``: lm_full/ (the full LM for rescoring), lm_first/ and lm_full.arpa when
+the first pass is pruned, lm_report.json.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from collections import Counter
 from pathlib import Path
 
 from asrtrain.core.atomic import atomic_path, write_text
-from asrtrain.core.errors import InputError
+from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.core.textio import read_lines
 from asrtrain.lang import graph as graphs
 from asrtrain.lang.fstio import write_const
 from asrtrain.lang.hmm import estimate_topology
+from asrtrain.lang.lang_lm import Pruning, build_lms
 from asrtrain.lang.lexicon import (
     UNK,
     align_lexicon_text,
@@ -30,7 +33,7 @@ from asrtrain.lang.lexicon import (
     word_table,
     write_symbols,
 )
-from asrtrain.lang.lm import estimate, parse_min_count, perplexity, write_arpa
+from asrtrain.lang.lm import estimate, parse_min_count, write_arpa
 from asrtrain.lang.pdf_ali import read_split, write_pdf_alignments
 from asrtrain.lang.targets import uses_states
 from asrtrain.lang.tree import build_tree, pdf_table_text
@@ -39,11 +42,12 @@ log = logging.getLogger("asrtrain.lang")
 SPLITS = ("train", "dev", "test")
 
 
-def read_sentences(path: Path, has_ids: bool) -> list[list[str]]:
-    """Upper-case word lists of an LM text (one sentence per line) or a Kaldi ``text``."""
+def read_sentences(path: Path, has_ids: bool, upper: bool = True) -> list[list[str]]:
+    """Word lists of an LM text (one sentence per line) or a Kaldi ``text``; upper-cased
+    (the synthesizer's words) unless the words must match an ARPA file as spelled."""
     out = []
     for line in read_lines(path):  # a missing or undecodable file is an InputError naming it
-        words = line.upper().split()
+        words = (line.upper() if upper else line).split()
         if has_ids:
             words = words[1:]
         if words:
@@ -71,11 +75,19 @@ def map_oov(sentences: list[list[str]], vocab: set[str], what: Path) -> tuple[li
     return mapped, n
 
 
-def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order: int = 4,
+def prepare_lang(dict_dir: Path, lm_text: Path | None, ali_dir: Path, out: Path, order: int = 4,
                  num_pdfs: int = 2000, min_count: str | None = None, states: int = 3,
-                 pron_min_count: int = 1, targets: str = "auto") -> dict:
-    """Build the whole lang directory and the graph; returns the figures it logged."""
+                 pron_min_count: int = 1, targets: str = "auto", arpa: Path | None = None,
+                 pruning: Pruning | None = None) -> dict:
+    """Build the whole lang directory and the graph; returns the figures it logged.
+
+    The LM is estimated from ``lm_text``, or read from ``arpa`` (one of the two);
+    ``pruning`` cuts the first-pass LM that G and HCLG are built from.
+    """
     t0 = time.time()
+    pruning = pruning or Pruning()
+    if (lm_text is None) == (arpa is None):
+        raise ConfigError("give the LM as text (LM_TEXT) or as an ARPA file (--arpa), one of them")
     parse_min_count(min_count, order)  # option errors before any work
     out.mkdir(parents=True, exist_ok=True)
     phones_txt = ali_dir / "phones.txt"
@@ -100,19 +112,8 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
     graphs.write_fst(L_disambig, out / "L_disambig.fst")
     figures.update(words=len(lex.words), prons=len(lex.prons), disambig=lex.num_disambig)
 
-    vocab = set(lex.words)
-    sentences, figures["lm_oov_tokens"] = map_oov(read_sentences(lm_text, False), vocab, lm_text)
-    lm = estimate(sentences, order=order, vocab=vocab, min_count=min_count)
-    write_arpa(out / "lm.arpa", lm)
-    figures["ngrams"] = [len(p) for p in lm.prob]
-    figures["discounts"] = [list(map(float, d)) for d in lm.discounts]
-    log.info("LM: order %d, n-grams %s, discounts %s", order, figures["ngrams"],
-             [tuple(round(x, 3) for x in d) for d in lm.discounts])
-    dev_text = ali_dir / "dev" / "text"
-    if dev_text.exists():
-        ppl, scored, oov = perplexity(lm, read_sentences(dev_text, True))
-        figures["dev_perplexity"] = ppl
-        log.info("LM: dev perplexity %.1f over %d tokens (%d OOV not scored)", ppl, scored, oov)
+    figures.update(_language_models(lex.words, wtab, lm_text, arpa, ali_dir, out, order,
+                                    min_count, pruning))
     g_path = out / "G.fst"
     _arpa_to_g(out / "lm.arpa", out / "words.txt", g_path)
 
@@ -159,6 +160,36 @@ def prepare_lang(dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order:
     for k, (s, a) in sizes.items():
         log.info("graph size %-6s %9d states %10d arcs", k, s, a)
     log.info("prepare lang done in %.1fs", time.time() - t0)
+    return figures
+
+
+def _language_models(lex_words: list[str], wtab: dict[str, int], lm_text: Path | None,
+                     arpa: Path | None, ali_dir: Path, out: Path, order: int,
+                     min_count: str | None, pruning: Pruning) -> dict:
+    """The full LM (estimated from text, or the user's ARPA) and the first pass: lm.arpa."""
+    figures: dict = {}
+    dev_text = ali_dir / "dev" / "text"
+    full_arpa = arpa
+    if lm_text is not None:
+        sentences, figures["lm_oov_tokens"] = map_oov(read_sentences(lm_text, False),
+                                                      set(lex_words), lm_text)
+        lm = estimate(sentences, order=order, vocab=lex_words, min_count=min_count)
+        del sentences
+        full_arpa = out / ("lm_full.arpa" if pruning.wanted else "lm.arpa")
+        write_arpa(full_arpa, lm)
+        figures["discounts"] = [list(map(float, d)) for d in lm.discounts]
+        log.info("LM: order %d, n-grams %s, discounts %s", order, [len(p) for p in lm.prob],
+                 [tuple(round(x, 3) for x in d) for d in lm.discounts])
+        del lm
+    else:
+        log.info("LM: %s (--order and --min-count apply to LM text only)", arpa)
+    dev = read_sentences(dev_text, True, upper=lm_text is not None) if dev_text.exists() else None
+    assert full_arpa is not None
+    got = build_lms(full_arpa, out, wtab, lex_words, pruning, dev,
+                    first_arpa_written=lm_text is not None and not pruning.wanted)
+    figures.update(got, ngrams=got["ngrams_full"])
+    if "dev_perplexity_full" in got:
+        figures["dev_perplexity"] = got["dev_perplexity_full"]
     return figures
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from asrtrain.lang.arpa import ArpaChunk, ArpaReader, ArpaStats
 
 MISSING = -1
+BLOCK = 1 << 20
 
 
 @dataclass
@@ -244,3 +245,25 @@ def read_trie(path: Path, vocab: dict[str, int]) -> tuple[NgramTrie, ArpaStats]:
     reader = ArpaReader(path, vocab)
     trie = build_trie(reader, max(vocab.values()) + 1)
     return trie, reader.stats
+
+
+def write_arpa(trie: NgramTrie, path: Path, names: dict[int, str]) -> None:
+    """The trie as an ARPA file (atomically), in blocks of rows; ``names`` maps id → word."""
+    from asrtrain.core.atomic import atomic_open
+    from asrtrain.lang.arpa import format_rows
+
+    lookup = np.array([names.get(i, "") for i in range(trie.vocab_size)], dtype=object)
+    with atomic_open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n\\data\\\n")
+        fh.write("".join(f"ngram {n}={c}\n" for n, c in enumerate(trie.counts(), start=1)))
+        for n in range(1, trie.order + 1):
+            fh.write(f"\n\\{n}-grams:\n")
+            rows_all = np.flatnonzero(trie.present) if n == 1 else None
+            total = rows_all.shape[0] if rows_all is not None else trie.rows(n)
+            for lo in range(0, total, BLOCK):
+                rows = (rows_all[lo:lo + BLOCK] if rows_all is not None
+                        else np.arange(lo, min(total, lo + BLOCK), dtype=np.int64))
+                words = lookup[trie.ngram_words(n, rows)].tolist()
+                bow = trie.bow[n - 1][rows] if n < trie.order else None
+                fh.write(format_rows(words, trie.logp[n - 1][rows], bow))
+        fh.write("\n\\end\\\n")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gwalk import g_path_cost  # tests/lang, on the path through conftest
 
 from asrtrain.core.errors import InputError
 from asrtrain.lang.lm import estimate, write_arpa
@@ -86,26 +87,6 @@ def test_a_state_decides_every_future_cost(tmp_path):
     assert merged > 100  # the test saw histories merged, not only distinct states
 
 
-def _g_path_cost(g_path: Path, words_txt: dict[str, int], sent: list[str]) -> float:
-    """Walk G.fst as ARPA back-off does: the word's arc if there is one, else #0 and retry."""
-    import kaldifst
-
-    fst = kaldifst.StdVectorFst.read(str(g_path))
-    arcs = {s: {a.ilabel: (a.weight.value, a.nextstate) for a in kaldifst.ArcIterator(fst, s)}
-            for s in range(fst.num_states)}
-    state, total, backoff = fst.start, 0.0, words_txt["#0"]
-    for w in [words_txt[w] for w in sent]:
-        while w not in arcs[state]:
-            cost, state = arcs[state][backoff]
-            total += cost
-        cost, state = arcs[state][w]
-        total += cost
-    while not math.isfinite(fst.final(state).value):
-        cost, state = arcs[state][backoff]
-        total += cost
-    return total + fst.final(state).value
-
-
 def test_costs_are_g_fst_path_costs(tmp_path):
     import kaldilm
 
@@ -117,7 +98,7 @@ def test_costs_are_g_fst_path_costs(tmp_path):
     rng = random.Random(2)
     for _ in range(20):
         sent = [rng.choice(WORDS[:10]) for _ in range(rng.randint(1, 9))]
-        g = _g_path_cost(tmp_path / "G.fst", vocab, sent)
+        g = g_path_cost(tmp_path / "G.fst", vocab, sent)
         assert store.sentence_cost([vocab[w] for w in sent]) == pytest.approx(g, abs=1e-4), sent
 
 
@@ -214,5 +195,5 @@ def test_odd_backoffs_are_folded_exactly(tmp_path):
             ref = -sum(math.log(lm.p(hist[:i], hist[i])) for i in range(1, len(hist)))
             got = store.sentence_cost([vocab[w] for w in sent])
             assert got == pytest.approx(ref, abs=1e-5), sent
-            assert got == pytest.approx(_g_path_cost(tmp_path / "G.fst", vocab, list(sent)),
+            assert got == pytest.approx(g_path_cost(tmp_path / "G.fst", vocab, list(sent)),
                                         abs=1e-4), sent
