@@ -76,6 +76,12 @@ class Progress:
         """Set the work done so far (when it is read from elsewhere rather than counted here)."""
         self.advance(done - self.done, **fields)
 
+    def set_total(self, total: float) -> None:
+        """Change the work expected (work that turned out not to be needed: a run that ended early)."""
+        self.total = total
+        if self._rich is not None:
+            self._rich.update(self._task, total=total)
+
     def update(self, **fields: Any) -> None:
         """Change the extra fields without counting work."""
         self.fields.update(fields)

@@ -1,14 +1,11 @@
-"""The papers' claims as runs of the simulator: batch size, hierarchy, ring topology.
+"""The papers' hierarchy and topology claims as runs of the simulator.
 
-Each study trains (or mixes) with :mod:`asrtrain.study.simulate`, keeps every run's
-experiment directory (``metrics.jsonl``, ``final.pt``) under ``OUT/runs/``, and
-writes ``OUT/<study>.json``, PNG plots in the papers' form (held-out loss against
-epoch, one curve per run) and ``OUT/<study>.md``.
+Each study trains (or mixes) with :mod:`asrtrain.study.simulate` through the resumable
+:class:`~asrtrain.study.runs.Runner` (every run's experiment directory under ``OUT/runs/``),
+and writes ``OUT/<study>.json``, PNG plots in the papers' form (held-out loss against
+epoch, one curve per run) and ``OUT/<study>.md``. The batch claim is
+:mod:`asrtrain.study.batch`, the range test :mod:`asrtrain.study.lr_range`.
 
-* batch (INTERSPEECH 2019, Fig. 2): SSGD and ADPSGD over ``learners`` learners at
-  batches from the base up, with the paper's recipe (the rate scaled linearly from
-  the base batch, warm-up, annealing), beside one learner at the base batch. A batch
-  "converges" when its best held-out loss is within ``margin`` of the baseline's.
 * hierarchy (section 4): H-ADPSGD over λ learners in super-learners of N against
   ADPSGD over λ/N learners at the same total batch.
 * topology (ICASSP 2020): per-round consensus rate of the fixed and randomized rings
@@ -20,9 +17,6 @@ epoch, one curve per run) and ``OUT/<study>.md``.
 from __future__ import annotations
 
 import json
-import logging
-import time
-from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,30 +24,11 @@ import torch
 
 from asrtrain.core.atomic import write_text
 from asrtrain.distributed.topology import spectral_gap
-from asrtrain.study.simulate import SimConfig, SimStrategy, simulate
+from asrtrain.study.probes import ProbeConfig
+from asrtrain.study.runs import Runner, RunSpec
+from asrtrain.study.simulate import SimConfig, SimStrategy
 from asrtrain.train.config import TrainConfig
-from asrtrain.train.metrics import epoch_rows
 from asrtrain.train.plot import plot_runs
-from asrtrain.train.trainer import TrainingDiverged, train
-
-log = logging.getLogger("asrtrain.study")
-
-
-def _run(cfg: TrainConfig, sim: SimConfig | None, root: Path, name: str) -> dict[str, Any]:
-    """One training run under ``root/runs/name``: its epoch rows and wall time."""
-    cfg = replace(cfg, exp=root / "runs" / name, resume=False, keep_checkpoints=1)
-    t0 = time.perf_counter()
-    diverged = None
-    try:
-        result = train(cfg) if sim is None else simulate(cfg, sim)[0]
-        history, final = result.history, str(result.final_path)
-    except TrainingDiverged as exc:  # a batch too large for its rate: a result of the study, not a failure
-        diverged, final = str(exc), None
-        history = epoch_rows(cfg.exp / "metrics.jsonl") if (cfg.exp / "metrics.jsonl").is_file() else []
-        log.warning("%s: %s", name, exc)
-    return {"name": name, "batch": cfg.batch, "sim": asdict(sim) if sim else None, "seconds": time.perf_counter() - t0,
-            "history": history, "final": final, "diverged": diverged,
-            "best_valid_loss": min((r.get("valid_loss", float("inf")) for r in history), default=float("inf"))}
 
 
 def _write(out: Path, study: str, record: dict[str, Any], report: str, plots: dict[str, list[dict[str, Any]]],
@@ -69,47 +44,18 @@ def _write(out: Path, study: str, record: dict[str, Any], report: str, plots: di
     return record
 
 
-def batch_study(base: TrainConfig, out: Path, learners: int, batches: list[int], margin: float) -> dict[str, Any]:
-    """SSGD and ADPSGD at each batch, and one learner at the base batch."""
-    baseline = _run(replace(base, batch=base.base_batch), None, out, "single")
-    runs = [baseline]
-    rows = []
-    for strategy in ("ssgd", "adpsgd"):
-        for batch in batches:
-            if strategy == "ssgd" and batch == base.base_batch:  # SSGD is one learner at the total batch (tested)
-                run = {**baseline, "name": "single"}
-            else:
-                run = _run(replace(base, batch=batch), SimConfig(strategy, learners=learners), out, f"{strategy}-{batch}")
-            runs.append(run)
-            ok = run["best_valid_loss"] <= baseline["best_valid_loss"] * (1 + margin)
-            rows.append({"strategy": strategy, "batch": batch, "best_valid_loss": run["best_valid_loss"],
-                         "within_margin": ok, "seconds": run["seconds"], "diverged": run["diverged"]})
-    largest = {s: max((r["batch"] for r in rows if r["strategy"] == s and r["within_margin"]), default=None)
-               for s in ("ssgd", "adpsgd")}
-    record = {"learners": learners, "margin": margin, "baseline": baseline, "rows": rows, "largest": largest,
-              "runs": runs}
-    lines = [f"# Batch study: {learners} simulated learners\n",
-             f"Baseline: one learner at batch {base.base_batch}, best held-out loss "
-             f"{baseline['best_valid_loss']:.4f}. Margin {100 * margin:.0f}%.\n",
-             "| strategy | batch | best held-out loss | within margin | seconds |", "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {r['strategy']} | {r['batch']} | {r['best_valid_loss']:.4f} | "
-              f"{'yes' if r['within_margin'] else 'no (diverged)' if r['diverged'] else 'no'} | {r['seconds']:.0f} |"
-              for r in rows]
-    lines.append(f"\nLargest batch within the margin: SSGD {largest['ssgd']}, ADPSGD {largest['adpsgd']}.")
-    plots = {f"{s.upper()}: held-out loss by batch": [baseline] + [r for r in runs if r["name"].startswith(s + "-")]
-             for s in ("ssgd", "adpsgd")}
-    runs = [r for i, r in enumerate(runs) if r not in runs[:i]]
-    return _write(out, "batch", record, "\n".join(lines) + "\n", plots, out)
-
-
 def _losses(run: dict[str, Any]) -> str:
     return ", ".join(f"{row.get('valid_loss', float('nan')):.4f}" for row in run["history"])
 
 
-def hierarchy_study(base: TrainConfig, out: Path, learners: int, group: int) -> dict[str, Any]:
+def hierarchy_study(base: TrainConfig, out: Path, learners: int, group: int, runner: Runner,
+                    probes: ProbeConfig, global_average: bool = True) -> dict[str, Any]:
     """H-ADPSGD over ``learners`` in super-learners of ``group`` against ADPSGD over learners/group."""
-    h = _run(base, SimConfig("h-adpsgd", learners=learners, group_size=group), out, f"h-adpsgd-{learners}x{group}")
-    flat = _run(base, SimConfig("adpsgd", learners=learners // group), out, f"adpsgd-{learners // group}")
+    specs = [RunSpec(f"h-adpsgd-{learners}x{group}", base,
+                     SimConfig("h-adpsgd", learners=learners, group_size=group, global_average=global_average), probes),
+             RunSpec(f"adpsgd-{learners // group}", base,
+                     SimConfig("adpsgd", learners=learners // group, global_average=global_average), probes)]
+    h, flat = runner.run_all(specs, "study hierarchy")
     record = {"learners": learners, "group": group, "batch": base.batch, "runs": [h, flat]}
     lines = [f"# Hierarchy study: H-ADPSGD {learners // group}×{group} against ADPSGD over {learners // group}, "
              f"batch {base.batch}\n", "| run | best held-out loss | by epoch |", "| --- | --- | --- |"]
@@ -131,7 +77,9 @@ def consensus_rate(n: int, topology: str, seed: int = 0, dim: int = 256, floor: 
     return (spread / start) ** (1 / max(strategy.rounds, 1)), strategy.rounds
 
 
-def topology_study(base: TrainConfig | None, out: Path, sizes: list[int], learners: int) -> dict[str, Any]:
+def topology_study(base: TrainConfig | None, out: Path, sizes: list[int], learners: int,
+                   runner: Runner | None = None, probes: ProbeConfig | None = None,
+                   global_average: bool = True) -> dict[str, Any]:
     """The consensus table, and (with ``base``) the ring variants and delay-by-one at ``base.batch``."""
     table = []
     for n in sizes:
@@ -151,12 +99,15 @@ def topology_study(base: TrainConfig | None, out: Path, sizes: list[int], learne
     _plot_consensus(table, out / "topology-consensus.png")
     lines.append("\n![consensus rate by learners](topology-consensus.png)\n")
     plots: dict[str, list[dict[str, Any]]] = {}
-    if base is not None:
-        variants = {"ring": SimConfig("adpsgd", learners=learners),
-                    "random-ring": SimConfig("adpsgd", learners=learners, topology="random-ring"),
-                    "delay-0": SimConfig("adpsgd", learners=learners, delay=0),
-                    "delay-by-one-gradient": SimConfig("adpsgd", learners=learners, delay_by_one="gradient")}
-        runs = [_run(base, sim, out, f"topology-{name}") for name, sim in variants.items()]
+    if base is not None and runner is not None:
+        ga = global_average
+        variants = {"ring": SimConfig("adpsgd", learners=learners, global_average=ga),
+                    "random-ring": SimConfig("adpsgd", learners=learners, topology="random-ring", global_average=ga),
+                    "delay-0": SimConfig("adpsgd", learners=learners, delay=0, global_average=ga),
+                    "delay-by-one-gradient": SimConfig("adpsgd", learners=learners, delay_by_one="gradient",
+                                                       global_average=ga)}
+        runs = runner.run_all([RunSpec(f"topology-{name}", base, sim, probes or ProbeConfig())
+                               for name, sim in variants.items()], "study topology")
         record["variants"] = runs
         lines += [f"\nAt batch {base.batch}, {learners} learners (`ring` is the averaging one step late, the "
                   "real overlap and the 'averaging' reading of delay-by-one):\n",

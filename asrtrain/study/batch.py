@@ -1,0 +1,146 @@
+"""The batch claim (INTERSPEECH 2019, Fig. 2): how large a batch each strategy trains at, rates tuned.
+
+With 16 learners SSGD converged up to batch 2560 on SWB-300 and ADPSGD up to 8192, each
+with its rate tuned. Here every strategy, at every batch, trains at a small grid of peak
+rates around the linear-scaling rule (``multiplier · lr · batch / base_batch``, warmed up
+from ``multiplier · lr``): the claim lives where SSGD starts to diverge, so the grid goes
+above the rule too. SSGD over any number of learners is one learner at the total batch
+(the mechanism tests prove it for the real SSGD): it runs as one replica, and SSGD at the
+base batch is the baseline (the best over its grid). Per strategy and batch the report
+gives the best run, whether it is within ``margin`` of the baseline's best held-out loss,
+and the largest peak rate that still trains; per strategy the largest batch within the
+margin (the papers' Fig. 2).
+
+A run *trains* when its losses stay finite, its last held-out loss is not above its first
+epoch's, and its best is below ln(pdfs) (the uniform guess): it learned and did not blow up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from asrtrain.core.atomic import write_text
+from asrtrain.study.probes import ProbeConfig
+from asrtrain.study.runs import Runner, RunSpec, write_json
+from asrtrain.study.simulate import SimConfig
+from asrtrain.train.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class BatchGrid:
+    """What the batch study trains: strategies × batches × peak-rate multipliers."""
+
+    strategies: tuple[str, ...]
+    batches: tuple[int, ...]          # total chunks a step (the base batch is always added)
+    multipliers: tuple[float, ...]    # × the linear-scaling peak rate
+    learners: int = 16
+    group: int = 1                    # H-ADPSGD: learners per super-learner
+    margin: float = 0.02
+    global_average: bool = True
+
+
+def run_name(strategy: str, batch: int, multiplier: float) -> str:
+    return f"{strategy}-{batch}-x{multiplier:g}"
+
+
+def batch_specs(base: TrainConfig, grid: BatchGrid, probes: ProbeConfig) -> list[RunSpec]:
+    """The baseline's grid first (SSGD at the base batch), then every strategy, batch and multiplier."""
+    batches = sorted(set(grid.batches) | {base.base_batch})
+    specs = []
+    for strategy in ("ssgd", *(s for s in grid.strategies if s != "ssgd")):
+        for batch in batches:
+            if strategy == "ssgd" and "ssgd" not in grid.strategies and batch != base.base_batch:
+                continue  # the baseline only
+            for m in grid.multipliers:
+                sim = SimConfig(strategy, learners=1 if strategy == "ssgd" else grid.learners,
+                                group_size=grid.group if strategy == "h-adpsgd" else 1,
+                                global_average=grid.global_average)
+                cfg = replace(base, batch=batch, lr=base.lr * m)
+                specs.append(RunSpec(run_name(strategy, batch, m), cfg, sim, probes,
+                                     extra={"multiplier": m, "role": "baseline" if strategy == "ssgd"
+                                            and batch == base.base_batch else "grid"}))
+    return specs
+
+
+def trains(record: dict[str, Any], num_pdfs: int) -> bool:
+    """Finite losses, the last held-out loss not above the first's, the best below the uniform guess."""
+    losses = [r.get("valid_loss") for r in record["history"]]
+    if record.get("diverged") or not losses or not all(isinstance(v, (int, float)) and math.isfinite(v)
+                                                       for v in losses):
+        return False
+    return losses[-1] <= losses[0] and record["best_valid_loss"] < math.log(num_pdfs)
+
+
+def summarize(records: list[dict[str, Any]], base_batch: int, grid: BatchGrid, num_pdfs: int) -> dict[str, Any]:
+    """Rows per strategy and batch (best run, within margin, largest rate that trains) and the verdicts."""
+    baseline_runs = [r for r in records if r["strategy"] == "ssgd" and r["batch"] == base_batch]
+    baseline = min(baseline_runs, key=lambda r: r["best_valid_loss"])
+    limit = baseline["best_valid_loss"] * (1 + grid.margin)
+    rows = []
+    for strategy in dict.fromkeys(r["strategy"] for r in records):
+        for batch in sorted({r["batch"] for r in records if r["strategy"] == strategy}):
+            runs = [r for r in records if r["strategy"] == strategy and r["batch"] == batch]
+            best = min(runs, key=lambda r: r["best_valid_loss"])
+            training = [r for r in runs if trains(r, num_pdfs)]
+            rows.append({"strategy": strategy, "batch": batch, "best_run": best["name"],
+                         "best_multiplier": best["multiplier"], "best_valid_loss": best["best_valid_loss"],
+                         "within_margin": best["best_valid_loss"] <= limit,
+                         "largest_training_lr": max((r["peak_lr"] for r in training), default=None),
+                         "largest_training_multiplier": max((r["multiplier"] for r in training), default=None),
+                         "diverged": [r["multiplier"] for r in runs if not trains(r, num_pdfs)],
+                         "seconds": sum(r["seconds"] for r in runs)})
+    strategies = list(dict.fromkeys(r["strategy"] for r in rows))
+    largest = {s: max((r["batch"] for r in rows if r["strategy"] == s and r["within_margin"]), default=None)
+               for s in strategies}
+    largest_rate = {s: max((r["largest_training_lr"] for r in rows if r["strategy"] == s
+                            and r["largest_training_lr"] is not None), default=None) for s in strategies}
+    return {"baseline": baseline["name"], "baseline_loss": baseline["best_valid_loss"], "limit": limit,
+            "rows": rows, "largest_batch": largest, "largest_training_lr": largest_rate}
+
+
+def report(summary: dict[str, Any], grid: BatchGrid, base: TrainConfig, chunks: int) -> str:
+    """``batch.md``: the table, the verdict lines, the plots."""
+    batches = sorted({r["batch"] for r in summary["rows"]})
+    lines = [f"# Batch study: {grid.learners} simulated learners, {base.epochs} epochs\n",
+             f"Baseline: one learner at batch {base.base_batch} ({summary['baseline']}), best held-out loss "
+             f"{summary['baseline_loss']:.4f}; margin {100 * grid.margin:g}% (≤ {summary['limit']:.4f}). Peak "
+             f"rates: multiplier × {base.lr:g} × batch/{base.base_batch}, warmed up over {base.warmup_epochs} "
+             f"epoch(s). Global average at each epoch's end: {'yes' if grid.global_average else 'no'}. "
+             f"Full steps an epoch: " + ", ".join(f"batch {b}: {chunks // b}" for b in batches) + ".\n",
+             "| strategy | batch | best run | best held-out loss | within margin | largest rate that trains "
+             "(× rule) | did not train | minutes |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in summary["rows"]:
+        rate = "-" if r["largest_training_lr"] is None else \
+            f"{r['largest_training_lr']:.4g} (×{r['largest_training_multiplier']:g})"
+        lines.append(f"| {r['strategy']} | {r['batch']} | {r['best_run']} | {r['best_valid_loss']:.4f} | "
+                     f"{'yes' if r['within_margin'] else 'no'} | {rate} | "
+                     f"{', '.join(f'×{m:g}' for m in r['diverged']) or '-'} | {r['seconds'] / 60:.0f} |")
+    lines.append("")
+    for s, batch in summary["largest_batch"].items():
+        rate = summary["largest_training_lr"][s]
+        lines.append(f"- {s.upper()}: largest batch within the margin {batch}; largest peak rate that trains "
+                     f"{'-' if rate is None else f'{rate:.4g}'}")
+    lines += ["", "![held-out loss by epoch](batch-heldout.png)", "", "![largest batch within the margin]"
+              "(batch-largest.png)", "", "![learners' spread and loss](batch-spread.png)", ""]
+    return "\n".join(lines)
+
+
+def batch_study(base: TrainConfig, out: Path, grid: BatchGrid, probes: ProbeConfig, runner: Runner,
+                num_pdfs: int) -> dict[str, Any]:
+    """Every run of the grid (resumable), then ``batch.json``, ``batch.md`` and the plots."""
+    from asrtrain.study.plots import plot_heldout_by_epoch, plot_largest_batch, plot_spread
+
+    records = runner.run_all(batch_specs(base, grid, probes), "study batch")
+    summary = summarize(records, base.base_batch, grid, num_pdfs)
+    best = {(r["strategy"], r["batch"]): r["best_run"] for r in summary["rows"]}
+    chosen = [r for r in records if best.get((r["strategy"], r["batch"])) == r["name"]]
+    plot_heldout_by_epoch(chosen, summary["baseline"], out / "batch-heldout.png")
+    plot_largest_batch(summary, grid.margin, chosen, out / "batch-largest.png")
+    plot_spread([r for r in chosen if r["strategy"] != "ssgd"], out / "runs", out / "batch-spread.png")
+    record = {"grid": {**grid.__dict__}, "base_batch": base.base_batch, "lr": base.lr, **summary, "runs": records}
+    write_json(out / "batch.json", record)
+    write_text(out / "batch.md", report(summary, grid, base, runner.chunks))
+    return record
