@@ -116,3 +116,24 @@ class NgramStore:
             total -= math.log(self.lm.p(h, self.words[w]))
             h.append(self.words[w])
         return total - math.log(self.lm.p(h, EOS))
+
+
+def paths_with_words(lat: WordLattice, words: list[int]) -> list[tuple[list[int], int]]:
+    """Every complete path whose word sequence is ``words`` (a DFS cut at the first word
+    that differs)."""
+    out: dict[int, list[int]] = {}
+    for a in range(lat.num_arcs):
+        out.setdefault(int(lat.src[a]), []).append(a)
+    found: list[tuple[list[int], int]] = []
+
+    def walk(s: int, k: int, arcs: list[int]) -> None:
+        if k == len(words) and np.isfinite(lat.final_graph[s]):
+            found.append((list(arcs), s))
+        for a in out.get(s, []):
+            w = int(lat.word[a])
+            if w == 0 or (k < len(words) and w == words[k]):
+                walk(int(lat.dst[a]), k + (w != 0), arcs + [a])
+
+    if lat.num_states:
+        walk(0, 0, [])
+    return found

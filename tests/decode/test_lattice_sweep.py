@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hand_lattices import all_paths, path_cost, random_lattice, words_of
+from hand_lattices import all_paths, path_cost, paths_with_words, random_lattice, words_of
 
 from asrtrain.decode.lattice_sweep import best_paths, state_levels
 
@@ -101,3 +101,56 @@ def test_written_like_the_one_best_decoder(mini_lang_dec, tmp_path):
     (tmp_path / "ref.txt").write_text(ref)
     score_sweep(tmp_path, ScoreOptions(bootstrap=0))
     assert (tmp_path / "wer_10_0.0").read_text().startswith("%WER 0.00")
+
+
+def test_on_a_real_hclg_the_sweep_is_faster_decoders_one_best(mini_lang_dec, tmp_path):
+    """One lattice search at LM weight 10, then every (weight, penalty) against
+    kaldi-decoder's FasterDecoder on the penalised graph at that weight. At the search's
+    weight they agree, words and cost. Elsewhere the lattice holds, per word sequence,
+    the alignment best at the search's weight (as Kaldi's determinized lattices do): where
+    that is FasterDecoder's path they agree again; where it is not, the sweep's path can
+    cost no less than FasterDecoder's (which searched the whole graph)."""
+    import kaldi_decoder
+    import kaldiio
+
+    from asrtrain.decode.ctm import read_best_path
+    from asrtrain.decode.latgen import LatticeDecoder, SearchOptions
+    from asrtrain.decode.penalty import penalized_hclg
+
+    hclg = mini_lang_dec / "graph" / "HCLG.fst"
+    num_pdfs = int((mini_lang_dec / "num_pdfs").read_text())
+    grid = [(w, p) for w in (6.0, 8.0, 10.0, 13.0, 16.0) for p in (0.0, 1.0)]
+    opts = kaldi_decoder.FasterDecoderOptions(beam=20.0, max_active=10**6)
+    fsts = {p: penalized_hclg(hclg, p, tmp_path) for p in (0.0, 1.0)}  # outlive the decoders
+    faster = {p: kaldi_decoder.FasterDecoder(fst, opts) for p, fst in fsts.items()}
+    ours = LatticeDecoder(hclg, SearchOptions(beam=20.0, max_active=10**6, lattice_beam=12.0))
+    rng = np.random.default_rng(3)
+    same, words, total, changed = 0, 0, 0, 0
+    for utt, pdfs in kaldiio.load_scp_sequential(str(mini_lang_dec / "pdf_ali" / "dev.scp")):
+        pdfs = np.asarray(pdfs)
+        scores = (rng.normal(0, 8.0, (pdfs.size, num_pdfs))
+                  + 12.0 * np.eye(num_pdfs)[pdfs]).astype(np.float32)
+        lat, _ = ours.decode(scores, 0.1, ours.columns(num_pdfs), utt)
+        swept = best_paths(lat, grid)
+        for (w, p), path in zip(grid, swept, strict=True):
+            faster[p].decode(kaldi_decoder.DecodableCtc(np.ascontiguousarray(scores / w)))
+            ok, best = faster[p].get_best_path()
+            assert ok and path is not None and len(path.pdfs) == pdfs.size
+            total += 1
+            ref = read_best_path(best)
+            held = [x for x in paths_with_words(lat, ref.words)
+                    if [int(v) - 1 for a in x[0] for v in lat.arc_string(a)]
+                    + (lat.final_string(x[1]) - 1).tolist() == ref.pdfs]
+            if w == 10.0 or held:
+                assert held, (utt, w, p)
+                assert path.words == ref.words, (utt, w, p)
+                assert path.cost == pytest.approx(ref.cost, abs=1e-2)
+                same += 1
+            else:
+                assert path.cost >= ref.cost - 1e-2
+            words += path.words == ref.words
+        changed += len({tuple(x.words) for x in swept if x is not None}) > 1
+    assert changed  # the weights and penalties do change some utterance's words
+    # alignments move with the weight under these noisy scores (32 of the 50 best paths are
+    # FasterDecoder's exactly), the words far less: 48 of 50 here
+    assert same >= total // 2 and words >= 0.9 * total
