@@ -77,7 +77,8 @@ class Archive:
             import h5py
 
             if not self.path.is_file():
-                raise InputError("archive not found", self.path)
+                what = "not a regular file (an archive is an HDF5 file)" if self.path.exists() else "archive not found"
+                raise InputError(what, self.path)
             try:
                 handle = h5py.File(self.path, "r", rdcc_nbytes=0)
             except OSError as exc:

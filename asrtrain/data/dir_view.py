@@ -89,13 +89,13 @@ def load_dir(path: str | os.PathLike[str], require: Sequence[str] = ()) -> DataD
 
 def _load_segmented(root: Path, require: Sequence[str]) -> DataDir:
     """The checks of a segmented dir that validate_data_dir cannot make."""
-    for name in ("utt2spk", "spk2utt", "wav.scp", *require):
+    for name in ("utt2spk", "wav.scp", *require):
         if not (root / name).is_file():
             raise InputError(f"missing {name}", root)
     utt2spk = read_utt2spk(root / "utt2spk")
     if not utt2spk:
         raise InputError("no utterances", root / "utt2spk")
-    if read_spk2utt(root / "spk2utt") != spk2utt_from_utt2spk(utt2spk):
+    if (root / "spk2utt").is_file() and read_spk2utt(root / "spk2utt") != spk2utt_from_utt2spk(utt2spk):
         raise InputError("disagrees with utt2spk (rebuild it from utt2spk, sorted)",
                          root / "spk2utt")
     segments = read_segments(root / "segments")

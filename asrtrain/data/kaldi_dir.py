@@ -171,15 +171,17 @@ class DataDirSummary:
 def validate_data_dir(path: PathLike, require: Sequence[str] = ("text",)) -> DataDirSummary:
     """Check a Kaldi data dir; raise InputError naming the file and line of the first problem.
 
-    Always required: ``utt2spk``, ``spk2utt`` and one of ``wav.scp``/``feats.scp``.
-    ``require`` names further files that must exist (e.g. ``("text", "wav.scp",
-    "ali.scp")``); a required utterance table must cover every utterance. Every file
-    present is checked whether required or not.
+    Always required: ``utt2spk`` and one of ``wav.scp``/``feats.scp``; ``spk2utt`` must
+    agree with ``utt2spk`` where it exists (where it does not, it is what
+    ``utils/utt2spk_to_spk2utt.pl`` would make of ``utt2spk``: the stages that write a dir
+    write it so). ``require`` names further files that must exist (e.g. ``("text",
+    "wav.scp", "ali.scp")``); a required utterance table must cover every utterance. Every
+    file present is checked whether required or not.
     """
     root = Path(path)
     if not root.is_dir():
         raise InputError("not a directory (expected a Kaldi data dir)", root)
-    for name in ("utt2spk", "spk2utt", *require):
+    for name in ("utt2spk", *require):
         if not (root / name).is_file():
             raise InputError(f"missing {name}", root)
     if not (root / "wav.scp").is_file() and not (root / "feats.scp").is_file():
@@ -190,10 +192,11 @@ def validate_data_dir(path: PathLike, require: Sequence[str] = ("text",)) -> Dat
         raise InputError("no utterances", root / "utt2spk")
     _check_sorted(root / "utt2spk", utt2spk)
     _check_speaker_prefix_order(root / "utt2spk", utt2spk)
-    spk2utt = read_spk2utt(root / "spk2utt")
-    _check_sorted(root / "spk2utt", spk2utt)
     expected = spk2utt_from_utt2spk(utt2spk)
-    _check_spk2utt(root / "spk2utt", spk2utt, expected)
+    if (root / "spk2utt").is_file():
+        spk2utt = read_spk2utt(root / "spk2utt")
+        _check_sorted(root / "spk2utt", spk2utt)
+        _check_spk2utt(root / "spk2utt", spk2utt, expected)
 
     utts = set(utt2spk)
     present = [name for name in UTT_TABLES + SPK_TABLES if (root / name).is_file()]

@@ -18,6 +18,7 @@ from typing import Any
 from asrtrain.core.errors import AsrtrainError, ConfigError
 from asrtrain.distributed import signals
 from asrtrain.distributed.config import DistConfig
+from asrtrain.distributed.groups import resolve_group_size
 from asrtrain.distributed.launch import Placement, detect, init_worker
 from asrtrain.distributed.local import launch_local
 from asrtrain.distributed.logs import LogSpec, learner_logging
@@ -43,6 +44,8 @@ def run_job(fn: Callable[..., Any], dist_cfg: DistConfig, *args: Any, seed: int 
         raise ConfigError("--elastic: torchrun stops every learner when one fails; start the job with "
                           "--nproc, or srun --kill-on-bad-exit=0, or mpiexec -disable-auto-cleanup")
     if dist_cfg.nproc > 1 and place is None:
+        # a shape that cannot work is one line here, not one per learner after the start
+        resolve_group_size(dist_cfg.strategy, dist_cfg.nproc, dist_cfg.nproc, dist_cfg.group_size)
         results = launch_local(dist_cfg.nproc, _learner, (fn, dist_cfg, args, seed, logs),
                                run_id=f"asrtrain-{os.getpid()}", elastic=dist_cfg.elastic,
                                timeout_s=dist_cfg.timeout_s)

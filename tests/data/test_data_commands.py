@@ -72,9 +72,20 @@ def test_archive_errors_are_one_line(tmp_path: Path) -> None:
 
 def test_features_error_names_the_file(tmp_path: Path) -> None:
     data = make_audio_dir(tmp_path)
-    (data / "spk2utt").unlink()
+    spk2utt = (data / "spk2utt").read_text()
+    (data / "spk2utt").write_text(spk2utt.splitlines()[0] + "\n")   # disagrees with utt2spk
     res = CliRunner().invoke(cli, ["prepare", "features", str(data), str(tmp_path / "out")])
     assert res.exit_code == 1 and "Error:" in res.output and "spk2utt" in res.output
+
+
+def test_features_without_spk2utt_make_it_from_utt2spk(tmp_path: Path) -> None:
+    """A user's dir with utt2spk alone (spk2utt is derived data): OUT gets spk2utt."""
+    data = make_audio_dir(tmp_path)
+    spk2utt = (data / "spk2utt").read_text()
+    (data / "spk2utt").unlink()
+    res = CliRunner().invoke(cli, ["prepare", "features", str(data), str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "out" / "spk2utt").read_text() == spk2utt
 
 
 def test_tiny_corpus_features_and_archive(request: pytest.FixtureRequest, tmp_path: Path) -> None:

@@ -56,6 +56,14 @@ def test_errors_are_one_line(learnable_archives: tuple[Path, Path], tmp_path: Pa
     assert res.exit_code == 1 and f"Error: {bad}: unknown model option(s): hiden" in res.output
     res = CliRunner().invoke(cli, _args(learnable_archives, tmp_path / "e", "--batch", "0"))
     assert res.exit_code == 2
+    # a job shape that cannot work: one line before any learner starts (not one per learner)
+    res = CliRunner().invoke(cli, _args(learnable_archives, tmp_path / "e", "--strategy", "h-adpsgd",
+                                        "--nproc", "3", "--group-size", "2"))
+    assert res.exit_code == 1 and res.output.count("Error:") == 1
+    assert "--group-size 2 must divide the number of learners (3)" in res.output
+    # an archive path that exists but is no file
+    res = CliRunner().invoke(cli, ["train", "/dev/null", str(tmp_path / "e"), "--threads", "1"])
+    assert res.exit_code == 1 and "/dev/null: not a regular file" in res.output
 
 
 @pytest.mark.parametrize("env,rank", [({}, None), ({"RANK": "2", "WORLD_SIZE": "4"}, 2),
