@@ -11,6 +11,7 @@ text reference, by their first field (Kaldi writes the utterance id there).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from pathlib import Path
 
 from asrtrain.core.errors import InputError
 from asrtrain.core.textio import read_lines
+
+log = logging.getLogger("asrtrain.score")
 
 IGNORE_MARKS = ("IGNORE_TIME_SEGMENT_IN_SCORING", "IGNORETIMESEGMENTINSCORING")
 FORMATS = ("text", "stm", "ctm")
@@ -99,14 +102,20 @@ def read_text(path: Path, utt2spk: dict[str, str] | None = None) -> list[Utteran
     """Kaldi ``text``: ``uttid word word ...`` (an id alone is an empty transcript)."""
     seen: dict[str, int] = {}
     out: list[Utterance] = []
+    unknown: list[str] = []
     for no, line in _lines(path):
         parts = line.split()
         utt = parts[0]
         if utt in seen:
             raise InputError(f"line {no}: utterance {utt!r} repeats line {seen[utt]}", path)
         seen[utt] = no
+        if utt2spk and utt not in utt2spk:
+            unknown.append(utt)
         spk = utt2spk.get(utt, speaker_of(utt)) if utt2spk else speaker_of(utt)
         out.append(Utterance(utt, spk, parts[1:]))
+    if unknown:
+        log.warning("%s: %d utterance(s) missing from utt2spk, each scored under the speaker its id "
+                    "gives, e.g. %s", path, len(unknown), ", ".join(unknown[:3]))
     return out
 
 

@@ -190,3 +190,12 @@ def test_empty_reference_and_hypothesis() -> None:
     assert (c.words, c.ins, c.sent_err) == (0, 2, 1)
     c = count(align(Net.from_words([Word("A")]), empty))
     assert (c.words, c.dele) == (1, 1)
+
+
+def test_reference_utterances_missing_from_utt2spk_are_counted(tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    ref = _write(tmp_path / "ref.txt", "a_1 YES NO\nb_1 YES\n")
+    with caplog.at_level("WARNING", logger="asrtrain.score"):
+        refs = formats.read_text(ref, {"a_1": "alice"})
+    assert [u.speaker for u in refs] == ["alice", formats.speaker_of("b_1")]
+    assert "1 utterance(s) missing from utt2spk" in caplog.text and "b_1" in caplog.text
