@@ -182,6 +182,15 @@ class Archive:
         return self._cached("skipped", read)
 
     @property
+    def identity(self) -> dict[str, Any]:
+        """What tells this archive from another written at the same path: when and where it was
+        written, and its size (a resumed run checks it: its chunk order depends on the archive)."""
+        def read() -> dict[str, Any]:
+            written = json.loads(self.h5.attrs.get("fingerprint", "{}")).get("written")
+            return {"written": written, "chunks": self.num_chunks, "frames": self.num_frames}
+        return self._cached("identity", read)
+
+    @property
     def header(self) -> dict[str, Any]:
         """Every attribute (JSON ones decoded), plus the skipped utterances."""
         def read() -> dict[str, Any]:

@@ -55,8 +55,10 @@ class Restored:
 
 
 def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, strategy: Strategy,
-            model_config: dict[str, Any], device: torch.device | str = "cpu") -> Restored | None:
-    """Load the newest checkpoint of ``exp`` into this learner; ``None`` when there is none."""
+            model_config: dict[str, Any], device: torch.device | str = "cpu",
+            archive: dict[str, Any] | None = None) -> Restored | None:
+    """Load the newest checkpoint of ``exp`` into this learner; ``None`` when there is none.
+    ``archive``: the training archive's identity, which must be the checkpoint's."""
     if strategy.is_main:
         clean_temporaries(exp)
     path = last_checkpoint(exp)
@@ -68,6 +70,11 @@ def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     if saved_model is not None and saved_model != model_config:
         raise ConfigError(f"the checkpoint's model {saved_model} differs from the one asked for "
                           f"{model_config}; use a new EXP or --no-resume", path)
+    saved_archive = trainer.get("archive")
+    if archive is not None and saved_archive is not None and saved_archive != archive:
+        raise ConfigError(f"the training archive is not the one this run was trained on (checkpoint: "
+                          f"{_describe(saved_archive)}; now: {_describe(archive)}); use a new EXP or "
+                          "--no-resume", path)
     ranks = _ranks(trainer)
     if _same_shape(trainer, strategy):
         own = dict(trainer, model=state["model"], optimizer=state["optimizer"])
@@ -86,6 +93,10 @@ def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
              f", epoch {trainer['mid_epoch']} in progress" if trainer.get("mid_epoch") else "", own["step"])
     return Restored(path, int(own["step"]), int(trainer["epoch"]), list(trainer.get("history", [])),
                     trainer.get("mid_epoch"), own.get("epoch_totals"), trainer.get("lr_state"))
+
+
+def _describe(identity: dict[str, Any]) -> str:
+    return f"written {identity.get('written')}, {identity.get('chunks')} chunks"
 
 
 def _ranks(trainer: dict[str, Any]) -> list[int]:

@@ -127,7 +127,7 @@ class Trainer:
                 checkpoint.forget_earlier_run(self.cfg.exp)
             return
         done = restore(self.cfg.exp, self.model, self.optimizer, self.strategy, self.cfg.model.to_dict(),
-                       self.device)
+                       self.device, archive=self.archive.identity)
         if done is not None:
             self.step, self.start_epoch = done.step, done.epochs_done + 1
             self.history, self.last_good, self._resumed_totals = done.history, done.path, done.totals
@@ -300,6 +300,7 @@ class Trainer:
 
     def _save(self, name: str, where: dict[str, Any], own: dict[str, Any], stop_after: bool) -> None:
         state = {"step": self.step, "config": self.cfg.to_dict(), "history": self.history,
+                 "archive": self.archive.identity,
                  "lr_state": self.plateau_state.to_dict() if self.plateau else None, **where}
         path, stop = checkpoint.save(self.cfg.exp, name, self.model, self.optimizer, self.strategy, state, own,
                                      keep=self.cfg.keep_checkpoints,

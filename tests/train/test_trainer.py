@@ -172,3 +172,19 @@ def test_step_granularity_raises_the_rate_within_epochs(learnable_archives: tupl
     assert lrs[1][0] == pytest.approx(0.05) and lrs[3] == pytest.approx([0.1] * len(lrs[3]))
     rising = lrs[1] + lrs[2]
     assert all(a < b for a, b in zip(rising, rising[1:], strict=False)) and rising[-1] < 0.1
+
+
+def test_resume_refuses_another_archive_at_the_same_path(learnable_archives: tuple[Path, Path],
+                                                          tmp_path: Path) -> None:
+    """The chunk order a run resumes depends on its archive: another one there is refused."""
+    import shutil
+
+    path = tmp_path / "train.h5"
+    shutil.copy(learnable_archives[0], path)
+    cfg = _cfg((path, learnable_archives[1]), tmp_path / "exp", epochs=1)
+    train(cfg)
+    shutil.copy(learnable_archives[1], path)   # rewritten in place
+    with pytest.raises(ConfigError, match="not the one this run was trained on"):
+        train(_cfg((path, learnable_archives[1]), tmp_path / "exp", epochs=2))
+    shutil.copy(learnable_archives[0], path)   # the same archive again: resumes
+    assert train(_cfg((path, learnable_archives[1]), tmp_path / "exp", epochs=2)).start_epoch == 2
