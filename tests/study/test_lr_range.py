@@ -1,0 +1,89 @@
+"""The range test: the rate climbs its ladder by step, the held-out subset is evaluated after each rung,
+the run ends at the blow-up with that rung's rate, a stopped range run resumes to the same rows, and a
+difference between strategies counts only beyond the seeds' spread."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+
+import pytest
+from study_helpers import tiny_cfg
+
+from asrtrain.core.errors import ConfigError, Preempted
+from asrtrain.distributed import signals
+from asrtrain.study.lr_range import RangeConfig, divergence_table, range_specs, verdicts
+from asrtrain.study.runs import Runner
+from asrtrain.train.hooks import Hooks
+
+LADDER = RangeConfig(start_lr=0.2, factor=2.0, every=3, rungs=9, held_chunks=16)
+
+
+def test_the_ladder():
+    assert [LADDER.rate(s) for s in (0, 2, 3, 5, 6, 26, 100)] == [0.2, 0.2, 0.4, 0.4, 0.8, 51.2, 51.2]
+    assert LADDER.steps == 27 and LADDER.max_lr == pytest.approx(51.2)
+    with pytest.raises(ConfigError, match="factor > 1"):
+        RangeConfig(start_lr=0.1, factor=1.0)
+
+
+def _specs(archives, tmp_path, seeds=(0,), clips=(5.0,)):
+    base = tiny_cfg(archives, tmp_path, batch=16, base_batch=8, momentum=0.9)
+    return range_specs(base, LADDER, ["ssgd", "adpsgd"], 4, list(clips), list(seeds), 102)
+
+
+def test_a_range_run_climbs_and_ends_at_the_blow_up(study_archives, tmp_path):
+    records = Runner(tmp_path / "out", 102).run_all(_specs(study_archives, tmp_path), "range")
+    for record in records:
+        rows = record["range"]
+        assert rows[0]["step"] == 0 and rows[0]["lr"] == 0.0  # the untrained model's loss
+        assert [r["step"] for r in rows[1:]] == list(range(3, 3 * len(rows) - 2, 3))
+        assert [r["lr"] for r in rows[1:]] == pytest.approx([0.2 * 2 ** k for k in range(len(rows) - 1)])
+        assert record["divergence_lr"] == rows[-1]["lr"] < LADDER.max_lr  # blown up before the top rung
+        for i in range(1, len(rows)):  # each evaluation against the best before it and the untrained model
+            best = min(r["valid_loss"] for r in rows[1:i + 1])
+            blown = not math.isfinite(rows[i]["valid_loss"]) or \
+                rows[i]["valid_loss"] > min(2 * best, rows[0]["valid_loss"])
+            assert blown == (i == len(rows) - 1), i
+        assert record["best_lr"] == min(rows[1:-1], key=lambda r: r["valid_loss"])["lr"]
+        assert record["strategy"] == "ssgd" or all(r["spread"] > 0 for r in rows[1:])
+        # the rows are the run's metrics, and the step rows' rates follow the ladder
+        metrics = [json.loads(x) for x in (tmp_path / "out" / "runs" / record["name"] / "metrics.jsonl")
+                   .read_text().splitlines()]
+        assert [r["valid_loss"] for r in metrics if r["kind"] == "range"] == [r["valid_loss"] for r in rows]
+        assert all(r["lr"] == pytest.approx(LADDER.rate(r["step"] - 1)) for r in metrics if r["kind"] == "step")
+
+
+class StopAt(Hooks):
+    def after_step(self, trainer, x, y, lr) -> None:
+        if trainer.step == 7:
+            signals._state["signal"] = signal.SIGTERM
+
+
+def test_a_stopped_range_run_resumes_to_the_same_rows(study_archives, tmp_path):
+    ref = Runner(tmp_path / "ref", 102).run(_specs(study_archives, tmp_path)[1])
+    spec = _specs(study_archives, tmp_path)[1]
+    spec.hooks = (StopAt(), *spec.hooks)
+    try:
+        with pytest.raises(Preempted):
+            Runner(tmp_path / "out", 102).run(spec)
+    finally:
+        signals._state["signal"] = None
+    got = Runner(tmp_path / "out", 102).run(_specs(study_archives, tmp_path)[1])
+    assert got["range"] == ref["range"] and got["divergence_lr"] == ref["divergence_lr"]
+
+
+def _record(strategy, clip, seed, rate):
+    return {"strategy": strategy, "clip": clip, "seed": seed, "divergence_lr": rate, "diverged": None}
+
+
+def test_a_difference_counts_only_beyond_the_seeds_spread():
+    records = [_record("ssgd", 5.0, 0, 0.8), _record("ssgd", 5.0, 1, 1.6), _record("adpsgd", 5.0, 0, 3.2),
+               _record("adpsgd", 5.0, 1, 6.4), _record("ssgd", 0.0, 0, 0.8), _record("ssgd", 0.0, 1, 3.2),
+               _record("adpsgd", 0.0, 0, 1.6), _record("adpsgd", 0.0, 1, None)]
+    table = divergence_table(records)
+    row = next(r for r in table if r["strategy"] == "adpsgd" and r["clip"] == 0.0)
+    assert row["rates"] == [1.6, math.inf] and row["low"] == 1.6
+    lines = verdicts(table, [5.0, 0.0])
+    assert "clip 5: ADPSGD diverges at [3.2, 6.4], SSGD at [0.8, 1.6]: higher than SSGD's beyond" in lines[0]
+    assert "[1.6, none on the ladder]" in lines[1] and "not distinguishable" in lines[1]
