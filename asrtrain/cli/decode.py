@@ -8,6 +8,7 @@ import click
 
 from asrtrain.cli.options import POSITIVE, config_option, resolved_params
 from asrtrain.decode.grid import DEFAULT_LMWT, DEFAULT_WIP
+from asrtrain.decode.latgen import DEFAULT_LATTICE_BEAM
 
 
 @click.command()
@@ -39,16 +40,25 @@ from asrtrain.decode.grid import DEFAULT_LMWT, DEFAULT_WIP
               help="Transition-id -> pdf map (lines 'tid pdf [phone [hmm-state]]', from Kaldi's "
                    "show-transitions) for a Kaldi graph (utils/mkgraph.sh) whose input labels "
                    "are transition-ids.")
+@click.option("--lattices/--no-lattices", default=False, show_default=True,
+              help="Search each utterance once at acoustic scale --acwt keeping a word lattice "
+                   "(Kaldi's latgen-faster; OUT/lat/lat.<job>.gz, Kaldi's binary CompactLattice "
+                   "archive), then take every --lmwt x --wip setting's hyps and CTMs from the "
+                   "lattices: one search for the whole grid.")
+@click.option("--lattice-beam", type=POSITIVE, default=DEFAULT_LATTICE_BEAM, show_default=True,
+              help="With --lattices: keep every word sequence within this cost of the best "
+                   "(graph + acwt x acoustic).")
 @click.pass_context
 def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, nj: int,
            acwt: float, beam: float, max_active: int, lmwt: str, wip: str, text: Path | None,
-           oracle: Path | None, tid2pdf: Path | None, config: str | None) -> None:
+           oracle: Path | None, tid2pdf: Path | None, lattices: bool, lattice_beam: float,
+           config: str | None) -> None:
     """Decode DATA (an archive .h5) with MODEL (final.pt) on GRAPH (lang/graph, or a Kaldi
     graph dir with --tid2pdf).
 
     Writes OUT/hyp/<lmwt>.txt, OUT/ctm/<lmwt>.ctm (<lmwt>_<wip> with several --wip),
     OUT/log/ and, with --text, OUT/ref.txt; then `asrtrain score --sweep OUT` gives the WER
-    per setting.
+    per setting. With --lattices also OUT/lat/lat.<job>.gz.
     """
     from asrtrain.core.errors import ConfigError, InputError
     from asrtrain.core.runlog import command_run
@@ -74,10 +84,12 @@ def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, 
     cfg = DecodeConfig(graph=graph, out=out, model=None if model == none else model,
                        data=None if data == none else data, oracle=oracle, nj=nj, acwt=acwt,
                        beam=beam, max_active=max_active, lmwts=lmwts, wips=wips, text=text,
-                       tid2pdf=tid2pdf)
+                       tid2pdf=tid2pdf, lattices=lattices, lattice_beam=lattice_beam)
     with command_run("decode", out, resolved_params(ctx)):
         figures = run_decode(cfg)
+    speed = (f"{figures['rtf_decode_total']:.4f} for the lattices and the sweep"
+             if lattices else f"{figures['rtf_decode_per_lmwt']:.4f} per pass")
     click.echo(f"{out}: {figures['utterances']} utterances, real-time factor "
-               f"{figures['rtf_decode_per_lmwt']:.4f} per pass (one core), hyps for LM "
+               f"{speed} (one core), hyps for LM "
                f"weights {', '.join(figures['lmwts'])}"
                + ("" if plain_names(wips) else f" x penalties {', '.join(figures['wips'])}"))

@@ -36,6 +36,7 @@ from asrtrain.decode.grid import (
     settings,
     wip_name,
 )
+from asrtrain.decode.latgen import DEFAULT_LATTICE_BEAM
 
 log = logging.getLogger("asrtrain.decode")
 
@@ -57,6 +58,8 @@ class DecodeConfig:
     wips: list[float] = field(default_factory=lambda: parse_wip(DEFAULT_WIP))
     text: Path | None = None
     tid2pdf: Path | None = None
+    lattices: bool = False  # one lattice search per utterance, the grid swept on the lattices
+    lattice_beam: float = DEFAULT_LATTICE_BEAM
 
 
 def make_scorer(cfg: DecodeConfig, num_pdfs: int | None, tmap: Any = None):
@@ -138,6 +141,10 @@ class JobStats:
     penalty_seconds: float = 0.0
     not_final: int = 0
     failed: list[str] = field(default_factory=list)
+    lattice_states: int = 0
+    lattice_arcs: int = 0
+    raw_lattice_arcs: int = 0
+    beam_reductions: int = 0
 
 
 def load_decoders(cfg: DecodeConfig, job: int, stats: JobStats) -> dict[float, Any]:
@@ -158,8 +165,14 @@ def load_decoders(cfg: DecodeConfig, job: int, stats: JobStats) -> dict[float, A
 
 
 def run_job(job: int, utts: list[str], cfg: DecodeConfig, progress: Any = None) -> JobStats:
-    """Score and decode ``utts``; write this job's hyps and CTMs; return its stats."""
+    """Score and decode ``utts``; write this job's hyps and CTMs (with ``cfg.lattices``
+    its lattices instead, ``lattice_job.py``); return its stats."""
     import kaldi_decoder
+
+    if cfg.lattices:
+        from asrtrain.decode.lattice_job import run_lattice_job
+
+        return run_lattice_job(job, utts, cfg, progress)
 
     from asrtrain.decode.ctm import ctm_lines
     from asrtrain.decode.kaldi_graph import expand
@@ -298,6 +311,8 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
              ", ".join(f"{k} {v[0]} states {v[1]} arcs" for k, v in graph.sizes.items()
                        if k in ("G", "HCLG")))
     stats = run_jobs(cfg, split_jobs(utts, nj), len(utts))
+    if cfg.lattices:
+        return _finish_lattices(cfg, graph, tmap, stats, {u for u, _ in utts})
     for _, _, name in settings(cfg.lmwts, cfg.wips):
         for kind, ext in (("hyp", "txt"), ("ctm", "ctm")):
             parts = [job_dir(cfg, j) / f"{kind}.{name}.{ext}" for j in range(nj)]
@@ -314,6 +329,21 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
     return figures
 
 
+def _finish_lattices(cfg: DecodeConfig, graph: GraphInfo, tmap: Any, stats: list[JobStats],
+                     utts: set[str]) -> dict[str, Any]:
+    """The grid swept on the jobs' lattices; figures as ``decode`` writes them."""
+    from asrtrain.decode.lattice_job import lattice_figures, sweep
+
+    swept = sweep(cfg, graph, tmap, cfg.nj)
+    figures = summarize(cfg, stats, passes=1)
+    figures.update(lattice_figures(stats, swept, figures["audio_seconds"]))
+    if cfg.text is not None:
+        figures["ref_oov_tokens"] = copy_reference(cfg.text, cfg.out / "ref.txt", graph.words,
+                                                  utts)
+    write_text(cfg.out / "decode_stats.json", json.dumps(figures, indent=2) + "\n")
+    return figures
+
+
 def _remove_stale(cfg: DecodeConfig) -> None:
     """Drop hyps/CTMs of settings this run did not decode (a scoring sweep reads them all)."""
     wanted = {name for _, _, name in settings(cfg.lmwts, cfg.wips)}
@@ -326,12 +356,14 @@ def _remove_stale(cfg: DecodeConfig) -> None:
         log.warning("%s is from an earlier decode (no --text given now)", cfg.out / "ref.txt")
 
 
-def summarize(cfg: DecodeConfig, stats: list[JobStats]) -> dict[str, Any]:
+def summarize(cfg: DecodeConfig, stats: list[JobStats], passes: int | None = None
+              ) -> dict[str, Any]:
     """Totals over jobs and the real-time factors (one core per job); a pass is one
-    (LM weight, penalty) search, so ``*_per_lmwt`` is per pass when penalties are swept."""
+    (LM weight, penalty) search, so ``*_per_lmwt`` is per pass when penalties are swept
+    (a lattice decode makes one pass for the whole grid)."""
     frames = sum(s.frames for s in stats)
     audio = frames * 0.01
-    passes = len(cfg.lmwts) * len(cfg.wips)
+    passes = len(cfg.lmwts) * len(cfg.wips) if passes is None else passes
     dec = sum(s.decode_seconds for s in stats)
     cpu = sum(s.decode_cpu_seconds for s in stats)
     score = sum(s.score_seconds for s in stats)
@@ -379,4 +411,7 @@ def copy_reference(text: Path, dest: Path, words: dict[int, str], decoded: set[s
                     "recognised and count as errors), e.g. %s", text, oov, len(where), "; ".join(where[:3]))
     if decoded - refs:
         log.warning("%d decoded utterances have no reference in %s", len(decoded - refs), text)
+    if refs - decoded:
+        log.warning("%d utterances of %s are not in the archive (scoring counts their words as "
+                    "deletions), e.g. %s", len(refs - decoded), text, ", ".join(sorted(refs - decoded)[:3]))
     return oov

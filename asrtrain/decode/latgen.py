@@ -28,6 +28,15 @@ DEFAULT_LATTICE_BEAM = 8.0
 DET_MAX_STATES = 200_000
 _ERRORS = {2: "no token survived the beam", 3: "the graph has an epsilon cycle",
            4: "lattice determinization blew up even at a narrow beam"}
+NO_SURVIVOR = 2
+
+
+class SearchFailed(InputError):
+    """The search of one utterance kept no token (the caller counts it and goes on)."""
+
+    def __init__(self, utt: str, path: Path) -> None:
+        self.reason = _ERRORS[NO_SURVIVOR]
+        super().__init__(f"utterance {utt}: {self.reason}", path)
 
 
 @dataclass
@@ -52,6 +61,8 @@ class LatticeStats:
     raw_arcs: int
     tokens: int
     beam_reductions: int
+    search_seconds: float  # CPU, the search and the raw lattice
+    determinize_seconds: float  # CPU
 
 
 class LatticeDecoder:
@@ -106,16 +117,20 @@ class LatticeDecoder:
         if mat.ndim != 2 or int(columns.max()) >= mat.shape[1]:
             raise InputError(f"utterance {utt}: scores of shape {mat.shape} do not cover the "
                              "graph's input labels", self.path)
-        stats = np.zeros(8, dtype=np.int64)
+        stats = np.zeros(10, dtype=np.int64)
         rc = self.lib.lg_decode(self._handle, mat.ctypes.data, mat.shape[0], mat.shape[1],
                                 columns.ctypes.data, columns.size, float(acwt), stats.ctypes.data)
+        if rc == NO_SURVIVOR:
+            raise SearchFailed(utt, self.path)
         if rc != 0:
             raise InputError(f"utterance {utt}: {_ERRORS.get(rc, f'lattice decoder error {rc}')}",
                              self.path)
         return self._copy(stats), LatticeStats(reached_final=bool(stats[0]),
                                                raw_states=int(stats[1]), raw_arcs=int(stats[2]),
                                                tokens=int(stats[3]),
-                                               beam_reductions=int(stats[4]))
+                                               beam_reductions=int(stats[4]),
+                                               search_seconds=stats[8] * 1e-6,
+                                               determinize_seconds=stats[9] * 1e-6)
 
     def _copy(self, stats: np.ndarray) -> WordLattice:
         n_states, n_arcs, n_labels = (int(x) for x in stats[5:8])

@@ -1,0 +1,54 @@
+"""``asrtrain decode --lattices``: Kaldi lattice archives per job, and every setting's hyps
+from the lattices equal to the one-best decoder's (oracle scores on the mini graph)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from asrtrain.cli.main import cli
+from asrtrain.decode.decoder import DecodeConfig, decode
+from asrtrain.decode.lattice_job import lattice_archive, read_lattices
+
+
+def _config(lang, corpus, out, **kw) -> DecodeConfig:
+    return DecodeConfig(graph=lang / "graph", out=out, oracle=lang / "pdf_ali" / "dev.scp",
+                        text=corpus / "dev" / "text", lmwts=[8.0, 12.0], wips=[0.0, 0.5], **kw)
+
+
+def test_lattices_give_the_one_best_hyps_of_every_setting(mini_lang_dec, mini_corpus_dec,
+                                                          tmp_path):
+    one = _config(mini_lang_dec, mini_corpus_dec, tmp_path / "one", nj=1)
+    decode(one)
+    lat = _config(mini_lang_dec, mini_corpus_dec, tmp_path / "lat", nj=2, lattices=True)
+    figures = decode(lat)
+    hyps = (one.out / "hyp" / "8_0.0.txt").read_text().splitlines()
+    utts = [ln.split()[0] for ln in hyps]
+    assert all(lattice_archive(lat.out, j).exists() for j in range(2))
+    lattices = list(read_lattices(lat.out, 2))
+    assert [k for k, _ in lattices] == utts  # in the one-best decoder's order
+    for _, lattice in lattices:
+        lattice.check()
+    for name in ("8_0.0", "8_0.5", "12_0.0", "12_0.5"):
+        ours = (lat.out / "hyp" / f"{name}.txt").read_text()
+        assert ours == (one.out / "hyp" / f"{name}.txt").read_text(), name
+        assert (lat.out / "ctm" / f"{name}.ctm").read_text()
+    stats = json.loads((lat.out / "decode_stats.json").read_text())
+    assert stats == figures and stats["utterances"] == len(utts) and not stats["failed"]
+    assert stats["rtf_decode_total"] > 0 and stats["lattice_arcs_per_frame"] > 0
+    assert (lat.out / "ref.txt").exists()
+
+
+def test_cli_lattice_options(mini_lang_dec, mini_corpus_dec, tmp_path):
+    out = tmp_path / "dec"
+    res = CliRunner().invoke(cli, ["decode", "-", str(mini_lang_dec / "graph"), "-", str(out),
+                                   "--nj", "1", "--oracle", str(mini_lang_dec / "pdf_ali" / "dev.scp"),
+                                   "--lmwt", "10", "--lattices", "--lattice-beam", "6"])
+    assert res.exit_code == 0, res.output
+    assert "for the lattices and the sweep" in res.output
+    assert (out / "lat" / "lat.0.gz").exists() and (out / "hyp" / "10.txt").exists()
+    res = CliRunner().invoke(cli, ["decode", "-", str(mini_lang_dec / "graph"), "-", str(out),
+                                   "--oracle", str(mini_lang_dec / "pdf_ali" / "dev.scp"),
+                                   "--lattices", "--lattice-beam", "0"])
+    assert res.exit_code == 2 and "--lattice-beam" in res.output
