@@ -100,7 +100,7 @@ def train_mono(utts: Utterances, jobs: Jobs, phones: list[int], sil: int, cfg: L
     for utt, dag in jobs.dags.items():
         seq = dag.first_path
         ali = equal_alignment([(pdfs.pdf(0, p, 0, s), p, s) for p in seq for s in range(3)],
-                              utts.feats[utt].shape[0])
+                              utts.frames(utt))
         if ali is None:
             failures.add(utt, "too short for its phones")
         else:
@@ -116,7 +116,7 @@ def train_mono(utts: Utterances, jobs: Jobs, phones: list[int], sil: int, cfg: L
 def shortest(dags: dict, utts: Utterances, n: int) -> dict:
     """The ``n`` shortest utterances' DAGs (Kaldi's ``subset_data_dir.sh --shortest``:
     a flat start learns fastest where each utterance has few phones to place)."""
-    keep = sorted(dags, key=lambda u: (utts.feats[u].shape[0], u))[:n]
+    keep = sorted(dags, key=lambda u: (utts.frames(u), u))[:n]
     return {u: dags[u] for u in sorted(keep)}
 
 
@@ -124,12 +124,10 @@ def train_mono_subset(utts: Utterances, jobs: Jobs, phones: list[int], sil: int,
                       cfg: LadderConfig, failures: Failures) -> Rung:
     """Monophones on the ``cfg.mono_utts`` shortest utterances (jobs of their own), then
     every utterance aligned with them (the next rung needs them all)."""
-    from asrtrain.align.parallel import Jobs
-
     if not cfg.mono_utts or cfg.mono_utts >= len(jobs.dags):
         return train_mono(utts, jobs, phones, sil, cfg, failures)
     dags = shortest(jobs.dags, utts, cfg.mono_utts)
-    with Jobs(utts.subset(list(dags)), dags, cfg.nj) as subset:
+    with jobs.spawn(utts.subset(list(dags)), dags, cfg.nj, "monophones") as subset:
         rung = train_mono(utts, subset, phones, sil, cfg, failures)
     log.info("mono: trained on the %d shortest of %d utterances; aligning all", cfg.mono_utts,
              len(jobs.dags))

@@ -11,6 +11,9 @@ single-process run, and ``--nj N`` differs from it only in the order of float su
 
 Workers are ``forkserver`` processes (as the synthesizer's) talking through one pipe
 each (no queues: their semaphores outlive a killed process group), torch on one thread.
+With ``--job-cmd`` they are processes on other hosts, started by a job command and
+connected over TCP (``remote.py``); they read their speakers' features themselves and
+answer the same calls, so ``Jobs`` and the ladder do not know the difference.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ import logging
 import pickle
 import time
 import traceback
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -32,6 +37,7 @@ from asrtrain.align.am import AcousticModel, GmmStats
 from asrtrain.align.feats import FrontEnd, Utterances
 from asrtrain.align.graph import PhoneDag
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
+from asrtrain.align.remote import Share, Workers
 from asrtrain.align.train import Beams, Corpus, Failures, Realigned, accumulate, realign
 from asrtrain.core.errors import AsrtrainError
 
@@ -44,9 +50,9 @@ def split_speakers(utts: Utterances, nj: int) -> list[list[str]]:
     """Utterances in ``nj`` jobs, each speaker wholly in one, jobs balanced by frames
     (heaviest speaker first to the lightest job); each job keeps the utterances' order."""
     frames: dict[str, int] = {}
-    for utt, m in utts.feats.items():
+    for utt in utts.feats:
         spk = utts.utt2spk[utt]
-        frames[spk] = frames.get(spk, 0) + m.shape[0]
+        frames[spk] = frames.get(spk, 0) + utts.frames(utt)
     load = [0] * max(1, min(nj, len(frames)))
     job_of: dict[str, int] = {}
     for spk in sorted(frames, key=lambda s: (-frames[s], s)):
@@ -64,6 +70,18 @@ class Shard:
         self.corpus = Corpus({}, dags)
         self.failures = Failures()
         self.progress = progress      # show a bar per pass (only in the parent's process)
+
+    @classmethod
+    def load(cls, share: Share) -> Shard:
+        """A remote job's shard: its utterances' features read here, by the parent's code,
+        in the parent's order (the order of float sums)."""
+        from asrtrain.align.feats import load_utterances
+
+        utts = load_utterances(share.data, only=set(share.utts)).subset(share.utts)
+        log.info("align-worker: %d utterances of %d speakers, %d frames, from %s",
+                 len(share.utts), len(utts.speakers()),
+                 sum(utts.frames(u) for u in share.utts), share.data)
+        return cls(utts, share.dags, False)
 
     def use_front(self, front: FrontEnd) -> None:
         self.corpus.feats = {u: front.apply(self.utts.feats[u], self.utts.utt2spk[u])
@@ -114,29 +132,94 @@ class Shard:
 
 
 def _serve(conn: Any, utts: Utterances, dags: dict[str, PhoneDag]) -> None:
-    """A worker: answer the parent's calls on its shard until it closes the pipe."""
+    """A forkserver worker: answer the parent's calls on its shard until it closes the pipe."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's: it ends the jobs
     torch.set_num_threads(1)   # many small products: a second thread only waits (DESIGN.md)
-    shard = Shard(utts, dags, False)
+    serve(conn, {0: Shard(utts, dags, False)})
+
+
+def serve(conn: Any, shards: dict[int, Shard],
+          during: Callable[[], AbstractContextManager[Any]] = nullcontext,
+          remote: bool = False) -> None:
+    """Answer ``(key, method, args)`` calls on ``shards[key]`` until the parent closes the
+    connection. A remote job holds one shard per ``Jobs`` of the parent: ``load`` reads
+    one, ``drop`` frees it. ``during()`` wraps each call (a remote job's watch on its
+    parent). A failure is answered, not raised: with its traceback for a forkserver
+    job, whose parent prints it; a remote job writes the traceback to its log and
+    answers one line. A remote job answers in plain pickles: ``Connection.send`` would
+    pass torch tensors as shared-memory handles, which mean nothing on another host."""
+    def send(answer: tuple[str, Any, float]) -> None:
+        if remote:
+            conn.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+        else:
+            conn.send(answer)
+
     while True:
         try:
-            method, args = conn.recv()
+            key, method, args = conn.recv()
         except EOFError:
             return
         try:
-            conn.send(("ok", getattr(shard, method)(*args), time.process_time()))
+            with during():
+                result = _one_call(shards, key, method, args)
+            send(("ok", result, time.process_time()))
         except BaseException as exc:  # noqa: BLE001 - the parent raises it with the job named
-            conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}",
-                       time.process_time()))
+            if not remote:
+                detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+            elif isinstance(exc, AsrtrainError):
+                detail = str(exc)
+            else:
+                log.error("%s failed:\n%s", method, traceback.format_exc())
+                detail = f"{type(exc).__name__}: {exc}"
+            send(("error", detail, time.process_time()))
+
+
+def _one_call(shards: dict[int, Shard], key: int, method: str, args: tuple) -> Any:
+    if method == "load":
+        shards[key] = Shard.load(*args)
+        return len(shards[key].corpus.dags)
+    if method == "drop":
+        del shards[key]
+        return None
+    return getattr(shards[key], method)(*args)
+
+
+class JobHandle(Protocol):
+    """What ``Jobs`` holds of a job: a forkserver process or a remote one."""
+
+    conn: Any
+    cpu: float
+
+    def lost(self) -> str: ...
+
+    def failed(self, message: str) -> str: ...
+
+    def end(self, grace: float = 10.0) -> None: ...
 
 
 @dataclass
 class _Remote:
+    """A forkserver job."""
+
     conn: Any
     proc: Any
+    name: str
     cpu: float = 0.0
+
+    def lost(self) -> str:
+        self.proc.join(timeout=5)
+        return f"{self.name} died (exit status {self.proc.exitcode})"
+
+    def failed(self, message: str) -> str:
+        return f"{self.name}: {message}"
+
+    def end(self, grace: float = 10.0) -> None:
+        self.proc.join(timeout=grace)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join()
 
 
 class Jobs:
@@ -148,14 +231,24 @@ class Jobs:
 
     cpu_seconds = 0.0   # all workers of all Jobs, finished or not
 
-    def __init__(self, utts: Utterances, dags: dict[str, PhoneDag], nj: int) -> None:
+    def __init__(self, utts: Utterances, dags: dict[str, PhoneDag], nj: int,
+                 workers: Workers | None = None, what: str = "") -> None:
         self.dags = dags
+        self.workers = workers
         shares = [utts.subset(part) for part in split_speakers(utts, nj)]
         self.parts = [[u for u in dags if u in share.feats] for share in shares]
         self.alignments: dict[str, Alignment] = {}
         self._local: Shard | None = None
-        self._remote: list[_Remote] = []
-        if len(shares) == 1:
+        self._remote: list[JobHandle] = []
+        self._key = 0                 # which of a remote job's shards these are
+        if workers is not None:   # even one job: the features are there, not here
+            self._key, remote = workers.start(len(shares), what)
+            self._remote = list(remote)
+            for i, (share, part) in enumerate(zip(shares, self.parts, strict=True)):
+                self._send(i, self._message("load", Share(utts.data, list(share.feats),
+                                                          {u: dags[u] for u in part})))
+            self._gather()
+        elif len(shares) == 1:
             self._local = Shard(shares[0], dags, True)
         else:
             self._start(shares)
@@ -163,6 +256,10 @@ class Jobs:
     @property
     def nj(self) -> int:
         return len(self.parts)
+
+    def spawn(self, utts: Utterances, dags: dict[str, PhoneDag], nj: int, what: str) -> Jobs:
+        """Jobs of other utterances, run where these run."""
+        return Jobs(utts, dags, nj, self.workers, what)
 
     def _start(self, shares: list[Utterances]) -> None:
         import multiprocessing
@@ -175,53 +272,68 @@ class Jobs:
                                daemon=True)
             proc.start()
             child.close()
-            self._remote.append(_Remote(parent, proc))
+            self._remote.append(_Remote(parent, proc,
+                                        f"alignment job {len(self._remote) + 1} of {self.nj}"))
 
     def call(self, method: str, *args: Any) -> list[Any]:
         """``method(*args)`` on every job's shard (all at once); the answers in job order."""
         if self._local is not None:
             return [getattr(self._local, method)(*args)]
-        message = pickle.dumps((method, args), protocol=pickle.HIGHEST_PROTOCOL)
-        for job in self._remote:
-            job.conn.send_bytes(message)     # pickled once for all (the model is large)
+        message = self._message(method, *args)
+        for i in range(self.nj):
+            self._send(i, message)     # pickled once for all (the model is large)
+        return self._gather()
+
+    def _message(self, method: str, *args: Any) -> bytes:
+        return pickle.dumps((self._key, method, args), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def _gather(self) -> list[Any]:
         return [self._answer(i) for i in range(self.nj)]
+
+    def _send(self, i: int, message: bytes) -> None:
+        job = self._remote[i]
+        try:
+            job.conn.send_bytes(message)
+        except OSError:
+            raise AsrtrainError(job.lost()) from None
 
     def _one(self, i: int, method: str, *args: Any) -> Any:
         """``method(*args)`` on job ``i`` alone."""
         if self._local is not None:
             return getattr(self._local, method)(*args)
-        self._remote[i].conn.send((method, args))
+        self._send(i, self._message(method, *args))
         return self._answer(i)
 
     def _answer(self, i: int) -> Any:
         job = self._remote[i]
         try:
             kind, payload, cpu = job.conn.recv()
-        except EOFError:
-            job.proc.join(timeout=5)
-            raise AsrtrainError(f"alignment job {i + 1} of {self.nj} died (exit status "
-                                f"{job.proc.exitcode})") from None
+        except (EOFError, OSError):
+            raise AsrtrainError(job.lost()) from None
         Jobs.cpu_seconds += cpu - job.cpu
         job.cpu = cpu
         if kind == "error":
-            raise AsrtrainError(f"alignment job {i + 1} of {self.nj}: {payload}")
+            raise AsrtrainError(job.failed(payload))
         return payload
 
-    def close(self) -> None:
-        for job in self._remote:
-            job.conn.close()
-        for job in self._remote:
-            job.proc.join(timeout=10)
-            if job.proc.is_alive():
-                job.proc.terminate()
-                job.proc.join()
+    def close(self, failed: bool = False) -> None:
+        """End the jobs; a remote job only frees these shards (it serves the next
+        ``Jobs`` too), unless something failed: then ``Workers`` ends it."""
+        if self.workers is not None:
+            if not failed:
+                self.call("drop")
+        else:
+            for job in self._remote:
+                job.conn.close()
+            for job in self._remote:
+                job.end()
         self._remote = []
 
     def __enter__(self) -> Jobs:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(failed=exc_type is not None)
 
     # --- what the ladder asks, merged ---
     def use_front(self, front: FrontEnd) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from asrtrain.align.graph import PhoneDag
 from asrtrain.align.ladder import LadderConfig, Rung
 from asrtrain.align.output import check_out_path, write_split
 from asrtrain.align.parallel import Clock, Jobs
+from asrtrain.align.remote import Launch, Workers
 from asrtrain.align.train import Failures
 from asrtrain.align.transcripts import build_dags, map_oovs, pron_table
 from asrtrain.core.atomic import write_text
@@ -49,6 +51,7 @@ class AlignJob:
     phones: Path | None = None        # keep these phone ids (e.g. a corpus' phones.txt)
     max_lost: float = 0.05
     reference: Path | None = None     # a corpus dir with exact phone.ctm/ali.scp to compare
+    launch: Launch | None = None      # jobs on other hosts (--job-cmd); None: forkserver
 
 
 @dataclass
@@ -61,13 +64,14 @@ class Split:
 
     def hours(self) -> float:
         """Audio hours of the utterances with a transcript (10 ms frames)."""
-        return sum(self.utts.feats[u].shape[0] for u in self.dags) / FRAMES_PER_HOUR
+        return sum(self.utts.frames(u) for u in self.dags) / FRAMES_PER_HOUR
 
 
 def load_split(name: str, data: Path, lex: Lexicon, prons: dict[str, list[tuple[int, ...]]],
-               oov: str | None) -> Split:
-    """Features, transcripts with OOVs handled, DAGs; empty or missing transcripts failed."""
-    utts = load_utterances(data)
+               oov: str | None, in_memory: bool = True) -> Split:
+    """Features (or only their frame counts where the jobs read them), transcripts with
+    OOVs handled, DAGs; empty or missing transcripts failed."""
+    utts = load_utterances(data, in_memory=in_memory)
     text, _ = map_oovs(utts.text, prons, oov, data / "text")
     failures = Failures()
     for utt in utts.missing_text:
@@ -97,16 +101,25 @@ def prepare_align(job: AlignJob) -> dict[str, Any]:
 def _prepare_align(job: AlignJob) -> dict[str, Any]:
     check_out_path(job.out)
     lex = read_dict_dir(job.dict_dir, job.phones)
+    workers: AbstractContextManager[Workers | None] = (
+        nullcontext(None) if job.launch is None else Workers(job.launch))
+    with workers as started:
+        return _align_all(job, lex, started)
+
+
+def _align_all(job: AlignJob, lex: Lexicon, workers: Workers | None) -> dict[str, Any]:
+    """The ladder on the training split, every split aligned and written, the report."""
     names = {i: p for p, i in lex.phones.items()}
     phones = sorted(lex.phones.values())
     sil = lex.phones[lex.silence]
     prons = pron_table(lex)
-    splits = {name: load_split(name, d, lex, prons, job.oov) for name, d in job.splits.items()}
+    splits = {name: load_split(name, d, lex, prons, job.oov, in_memory=workers is None)
+              for name, d in job.splits.items()}
     train = next(iter(splits.values()))
     report: dict[str, Any] = {"stages": {}, "splits": {}}
     ref = _reference(job.reference, lex) if job.reference else None
     cfg = job.config
-    with Jobs(train.utts, train.dags, cfg.nj) as jobs:
+    with Jobs(train.utts, train.dags, cfg.nj, workers, train.name) as jobs:
         log.info("%d jobs (processes) of the training speakers", jobs.nj)
         rungs = _train(job, train, jobs, phones, sil, names, ref, report)
         from asrtrain.lang.lexicon import write_symbols
@@ -117,23 +130,25 @@ def _prepare_align(job: AlignJob) -> dict[str, Any]:
         pdf_frames = np.bincount(np.concatenate([a.pdf for a in alis.values()]),
                                  minlength=rungs[-1].pdfs.num_pdfs) if alis else None
     for split in list(splits.values())[1:]:
-        with Jobs(split.utts, split.dags, cfg.nj) as jobs:
+        with Jobs(split.utts, split.dags, cfg.nj, workers, split.name) as jobs:
             _align_split(job, split, rungs, jobs, names, ref, report)
     if rungs[-1].name == "sat" and pdf_frames is not None:
         clock = Clock()
         report["sat_fmllr"] = write_sat_features(job.out / "fmllr", rungs[-1], splits, train,
-                                                 pdf_frames, cfg.nj)
+                                                 pdf_frames, cfg.nj, workers)
         report["sat_fmllr_time"] = clock.figures(sum(s.hours() for s in splits.values()))
     write_text(job.out / "report.json", json.dumps(report, indent=1) + "\n")
     return report
 
 
 def write_sat_features(out: Path, sat: Rung, splits: dict[str, Split], train: Split,
-                       pdf_frames: np.ndarray, nj: int) -> dict[str, int]:
+                       pdf_frames: np.ndarray, nj: int, workers: Workers | None = None
+                       ) -> dict[str, int]:
     """``out/<split>/feats.scp``: LDA+MLLT+fMLLR features from the SAT model, training
     speakers with their SAT transforms, the others estimated without transcripts (in
     ``nj`` jobs of whole speakers: a speaker's EM against every Gaussian is the costly
-    part)."""
+    part). The features are written here, one utterance at a time where the jobs hold
+    the corpus (each read again from the data dir)."""
     from asrtrain.align import sat_feats
 
     mixture = sat_feats.model_mixture(sat.model, pdf_frames)
@@ -143,7 +158,7 @@ def write_sat_features(out: Path, sat: Rung, splits: dict[str, Split], train: Sp
         if split is train:
             front.fmllr = dict(sat.front.fmllr)
         else:
-            with Jobs(split.utts, split.dags, nj) as jobs:
+            with Jobs(split.utts, split.dags, nj, workers, f"{split.name} SAT fMLLR") as jobs:
                 front.fmllr = jobs.held_out_fmllr(mixture, front)
             log.info("%s: SAT fMLLR of %d held-out speakers estimated in %d jobs", split.name,
                      len(front.fmllr), jobs.nj)

@@ -14,6 +14,7 @@ PREPARE_COMMANDS = {
     "fmllr": "asrtrain.cli.prepare_fmllr:fmllr",
     "lang": "asrtrain.cli.prepare_lang:lang",
     "align": "asrtrain.cli.prepare_align:align",
+    "align-worker": "asrtrain.cli.prepare_align:align_worker",
     "sizes": "asrtrain.cli.prepare_sizes:sizes",
     "perturb": "asrtrain.cli.prepare_perturb:perturb",
     "subset": "asrtrain.cli.prepare_subset:subset",

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from asrtrain.align.remote import CONNECT_TIMEOUT
 from asrtrain.cli.options import POSITIVE, config_option, resolved_params
 
 
@@ -59,6 +60,18 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
               "balanced by frames; each realigns and accumulates its own (and each split's "
               "final alignment its speakers'). Results equal --nj 1 up to the order of float "
               "sums.")
+@click.option("--job-cmd", default=None, metavar="CMD",
+              help="Start each job with CMD followed by the worker's command line (e.g. "
+              "'srun --ntasks=1 --nodes=1', or 'env' for this host): the jobs then run "
+              "where CMD puts them, read their speakers' features from the data dirs (a "
+              "filesystem every host sees) and connect back to --listen. Without it the "
+              "jobs are processes of this one.")
+@click.option("--listen", default=None, metavar="HOST[:PORT]",
+              help="With --job-cmd: the address the jobs connect to (this host's name when "
+              "it resolves to a non-loopback address, else 127.0.0.1; any free port).")
+@click.option("--connect-timeout", type=POSITIVE, default=CONNECT_TIMEOUT, show_default=True,
+              help="With --job-cmd: seconds a started job has to connect (a queue's wait "
+              "included) before the run stops.")
 @click.option("--reference", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="A corpus dir with exact alignments ({split}/phone.ctm, "
               "ali.scp): report.json then says how close each rung's alignments are.")
@@ -67,7 +80,8 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
           stages: str, oov: str | None, phones: Path | None, mono_gauss: int, mono_iters: int,
           mono_utts: int,
           leaves: int, gauss: int, iters: int, beam: float, retry_beam: float, last_beam: float,
-          max_lost: float, nj: int, reference: Path | None, config: str | None) -> None:
+          max_lost: float, nj: int, job_cmd: str | None, listen: str | None,
+          connect_timeout: float, reference: Path | None, config: str | None) -> None:
     """Align TRAIN (and the --split dirs) from nothing: flat-start monophones, triphones,
     LDA+MLLT, SAT, each rung realigning the data for the next.
 
@@ -79,6 +93,7 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
     """
     from asrtrain.align.ladder import STAGES, LadderConfig
     from asrtrain.align.output import check_out_path
+    from asrtrain.align.remote import Launch
     from asrtrain.align.run import AlignJob, prepare_align
     from asrtrain.align.train import Beams
     from asrtrain.core.runlog import command_run
@@ -87,17 +102,35 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
     if not wanted or wanted != STAGES[:len(wanted)]:
         raise click.BadParameter(f"{stages!r}: a prefix of {','.join(STAGES)}",
                                  param_hint="'--stages'")
+    if listen is not None and job_cmd is None:
+        raise click.BadParameter("needs --job-cmd (the jobs it is for)", param_hint="'--listen'")
+    if job_cmd is not None and not job_cmd.strip():
+        raise click.BadParameter("empty", param_hint="'--job-cmd'")
     named = {"train": train, **_split_dirs(splits)}
     cfg = LadderConfig(stages=wanted, mono_gauss=mono_gauss, mono_iters=mono_iters,
                        mono_utts=mono_utts,
                        tri_leaves=leaves, tri_gauss=gauss, tri_iters=iters,
                        beams=Beams(beam=beam, retry_beam=retry_beam,
                                    last_beam=last_beam), nj=nj)
+    launch = None if job_cmd is None else Launch(job_cmd, out, listen, connect_timeout)
     job = AlignJob(dict_dir, out, named, cfg, oov=oov, phones=phones, max_lost=max_lost,
-                   reference=reference)
+                   reference=reference, launch=launch)
     check_out_path(out)   # before the log dir exists
     with command_run("prepare-align", out, resolved_params(ctx)):
         report = prepare_align(job)
     for name, fig in report["splits"].items():
         lost = sum(fig["lost"].values())
         click.echo(f"{out}/{name}: {fig['aligned']} utterances aligned, {lost} lost")
+
+
+@click.command(hidden=True)
+@click.option("--connect", required=True, metavar="HOST:PORT", help="The parent's address.")
+@click.option("--job", type=click.IntRange(1), required=True, help="This job's number.")
+@click.option("--authkey-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              required=True, help="The key the parent wrote (OUT/.align-worker.key).")
+def align_worker(connect: str, job: int, authkey_file: Path) -> None:
+    """One job of `prepare align --job-cmd`: connects to the parent, reads its speakers'
+    features, answers the parent's calls until it closes the connection."""
+    from asrtrain.align.remote import run_worker
+
+    run_worker(connect, job, authkey_file)

@@ -3,62 +3,41 @@ gives what one process gives (up to the order of float sums)."""
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 
-import kaldiio
 import numpy as np
-import pytest
-import torch
 
 from asrtrain.align.feats import Utterances
 from asrtrain.align.parallel import split_speakers
-from asrtrain.lang.pdf_ali import read_alignments
 
-LADDER = ["--mono-gauss", "100", "--mono-iters", "6", "--leaves", "60", "--gauss", "150",
-          "--iters", "5", "--mono-utts", "8", "--retry-beam", "400", "--last-beam", "4000", "--max-lost", "1"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def _run(run_cli, tiny_corpus: Path, tiny_mfcc: Path, out: Path, nj: int) -> dict:
-    proc = run_cli("prepare", "align", tiny_corpus / "dict", tiny_mfcc / "train", out,
-                   "--split", f"dev={tiny_mfcc / 'dev'}", "--split", f"test={tiny_mfcc / 'test'}",
-                   "--phones", tiny_corpus / "phones.txt", *LADDER, "--nj", str(nj),
-                   timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads((out / "report.json").read_text())
+from ladder_runs import assert_same, run  # noqa: E402
 
 
-def test_jobs_give_what_one_process_gives(tiny_corpus: Path, tiny_mfcc: Path, tmp_path: Path,
-                                          run_cli) -> None:
-    one = _run(run_cli, tiny_corpus, tiny_mfcc, tmp_path / "nj1", 1)
-    two = _run(run_cli, tiny_corpus, tiny_mfcc, tmp_path / "nj2", 2)
-    assert one["stages"]["mono"]["jobs"] == 1 and two["stages"]["mono"]["jobs"] == 2
-    for split in ("train", "dev", "test"):
-        for table in ("ali.scp", "state.scp"):
-            a = dict(read_alignments(tmp_path / "nj1" / split / table))
-            b = dict(read_alignments(tmp_path / "nj2" / split / table))
-            assert a.keys() == b.keys() and a, (split, table)
-            assert all(np.array_equal(a[u], b[u]) for u in a), (split, table)
-        assert ((tmp_path / "nj1" / split / "failed.txt").read_text()
-                == (tmp_path / "nj2" / split / "failed.txt").read_text())
-    for stage in ("mono", "tri", "lda", "sat"):
-        a = torch.load(tmp_path / "nj1" / "models" / f"{stage}.pt", weights_only=False)
-        b = torch.load(tmp_path / "nj2" / "models" / f"{stage}.pt", weights_only=False)
-        for key, value in a["model"].items():
-            assert torch.allclose(value, b["model"][key], rtol=1e-6, atol=1e-8), (stage, key)
-        assert a["self_loop"] == pytest.approx(b["self_loop"], rel=1e-9)
-        if a["front"]["lda"] is not None:
-            assert np.allclose(a["front"]["lda"], b["front"]["lda"], rtol=1e-6, atol=1e-8)
-        assert a["front"]["fmllr"].keys() == b["front"]["fmllr"].keys()
-        for spk, w in a["front"]["fmllr"].items():
-            assert np.allclose(w, b["front"]["fmllr"][spk], rtol=1e-6, atol=1e-8), (stage, spk)
-    for split in ("train", "dev", "test"):   # the SAT features (dev, test: fMLLR estimated)
-        a = dict(kaldiio.load_scp_sequential(str(tmp_path / "nj1" / "fmllr" / split / "feats.scp")))
-        b = dict(kaldiio.load_scp_sequential(str(tmp_path / "nj2" / "fmllr" / split / "feats.scp")))
-        assert a.keys() == b.keys() and a, split
-        assert all(np.allclose(a[u], b[u], rtol=1e-5, atol=1e-5) for u in a), split
+def test_jobs_give_what_one_process_gives(one_process: Path, tiny_corpus: Path,
+                                          tiny_mfcc: Path, tmp_path: Path) -> None:
+    two = run(tiny_corpus, tiny_mfcc, tmp_path / "nj2", 2)
+    assert two["stages"]["mono"]["jobs"] == 2
+    assert_same(one_process, tmp_path / "nj2")
     for figures in (*two["stages"].values(), *two["splits"].values()):
         assert figures["cpu_seconds"] > 0 and figures["audio_hours"] > 0
+
+
+def test_jobs_started_by_a_job_command_give_what_one_process_gives(
+        one_process: Path, tiny_corpus: Path, tiny_mfcc: Path, tmp_path: Path) -> None:
+    """``--job-cmd env``: each job a plain process of its own that reads its speakers'
+    features and connects back over loopback, as a job on another host does."""
+    out = tmp_path / "remote"
+    two = run(tiny_corpus, tiny_mfcc, out, 2, "--job-cmd", "env", "--listen", "127.0.0.1")
+    assert two["stages"]["mono"]["jobs"] == 2
+    assert_same(one_process, out)
+    for j in (1, 2):
+        text = (out / "log" / f"align-worker.{j}.log").read_text()
+        assert f"align-worker: job {j} on " in text and "connecting to 127.0.0.1:" in text
+    assert not (out / ".align-worker.key").exists()
+    assert two["stages"]["sat"]["cpu_seconds"] > 0
 
 
 def test_speakers_stay_whole_and_jobs_balance_by_frames() -> None:
