@@ -24,6 +24,7 @@ COMMANDS = {
     "train": "asrtrain.cli.train:train",
     "decode": "asrtrain.cli.decode:decode",
     "score": "asrtrain.cli.score:score",
+    "rescore": "asrtrain.cli.rescore:rescore",
     "info": "asrtrain.cli.info:info",
     "plot": "asrtrain.cli.plot:plot",
     "study": "asrtrain.cli.study:study",
