@@ -81,8 +81,8 @@ def build_lms(arpa: Path, out: Path, words: dict[str, int], lexicon_words: list[
     bos, eos = words[BOS], words[EOS]
     unk = words.get(UNK)
     t = time.time()
-    full = LmStore.from_trie(trie, bos, eos, unk)
-    full.save(out / FULL_DIR)
+    LmStore.from_trie(trie, bos, eos, unk).save(out / FULL_DIR)
+    full = LmStore.load(out / FULL_DIR)  # mapped: its pages, not a copy, while pruning
     figures.update(store_bytes=full.nbytes(), store_s=round(time.time() - t, 2),
                    store_bytes_per_ngram=round(full.nbytes() / max(1, sum(trie.counts())), 2))
     log.info("LM: full model %s n-grams (order %d), store %s: %.1f MB, %.1f bytes per n-gram",
@@ -93,8 +93,8 @@ def build_lms(arpa: Path, out: Path, words: dict[str, int], lexicon_words: list[
         t = time.time()
         done = prune(trie, bos, eos, threshold=pruning.threshold, target=pruning.ngrams)
         first_trie = done.trie
-        first = LmStore.from_trie(first_trie, bos, eos, unk)
-        first.save(out / FIRST_DIR)
+        LmStore.from_trie(first_trie, bos, eos, unk).save(out / FIRST_DIR)
+        first = LmStore.load(out / FIRST_DIR)
         figures.update(prune_threshold=done.threshold, prune_s=round(time.time() - t, 2),
                        unprunable_ngrams=done.unprunable)
         log.info("LM: first pass pruned at threshold %.3g to %s n-grams (%.1f%% of the full "

@@ -44,34 +44,22 @@ def fold(trie: NgramTrie, bos: int, eos: int, unk: int | None) -> tuple[list[dic
         base.append(base[-1] + trie.rows(n))
     if base[-1] + (trie.rows(top - 1) if top > 1 else 0) >= 2**31 - 1:
         raise InputError(f"{sum(trie.counts())} n-grams: more LM states than int32 ids hold")
-    nxt: list[np.ndarray] = []     # per order < top: the state after the n-gram (int32)
+    nxt: list[np.ndarray] = []     # per order < top: the state after the n-gram
     carry: list[np.ndarray] = []   # per order < top: log10 back-offs folded into its cost
     orders: list[dict] = []
     for n in range(1, top + 1):
         rows = trie.rows(n)
-        logp = trie.logp[n - 1].astype(np.float64)
-        bow = trie.bow[n - 1].astype(np.float64) if n < top else np.zeros(rows)
-        kids = trie.has_children(n)
-        s_next = np.zeros(rows, dtype=np.int64)   # next state of the longest proper suffix
-        s_fold = np.zeros(rows)
-        if n > 1:
-            for lo in range(0, rows, BLOCK):
-                idx = np.arange(lo, min(rows, lo + BLOCK), dtype=np.int64)
-                so, sr = longest_suffix(trie, n, idx)
-                for m in np.unique(so[so > 0]).tolist():
-                    sel = np.flatnonzero(so == m)
-                    s_next[idx[sel]] = nxt[m - 1][sr[sel]]
-                    s_fold[idx[sel]] = carry[m - 1][sr[sel]]
-        own = np.where(kids, 0.0, bow + s_fold)
-        cost = (-LN10 * (logp + own)).astype(np.float32)
-        cost[np.isnan(cost)] = np.inf  # order 1: ids the model lacks
-        entry: dict = {"word": trie.word[n - 1] if n > 1 else np.zeros(0, np.int32), "cost": cost}
+        entry = {"word": trie.word[n - 1] if n > 1 else np.zeros(0, np.int32),
+                 "cost": np.empty(rows, np.float32)}
         if n < top:
-            nxt.append(np.where(kids, base[n] + np.arange(rows), s_next).astype(np.int32))
-            carry.append(own)
-            entry.update(bocost=(-LN10 * (bow + s_fold)).astype(np.float32),
-                         bolink=s_next.astype(np.int32), first=trie.first[n - 1])
+            entry.update(bocost=np.empty(rows, np.float32), bolink=np.empty(rows, np.int32),
+                         first=trie.first[n - 1])
+            nxt.append(np.empty(rows, np.int32))
+            carry.append(np.empty(rows, np.float32))
+        for lo in range(0, rows, BLOCK):
+            _fold_block(trie, n, lo, min(rows, lo + BLOCK), base, nxt, carry, entry)
         orders.append(entry)
+    trie.drop_cache()
     if not trie.present[bos] or not trie.present[eos]:
         raise InputError("the LM has no <s> or no </s> unigram")
     start = int(nxt[0][bos]) if top > 1 else 0
@@ -80,3 +68,31 @@ def fold(trie: NgramTrie, bos: int, eos: int, unk: int | None) -> tuple[list[dic
             "unk": unk if unk is not None and bool(trie.present[unk]) else None,
             "base": base[:top], "start": start}
     return orders, meta
+
+
+def _fold_block(trie: NgramTrie, n: int, lo: int, hi: int, base: list[int],
+                nxt: list[np.ndarray], carry: list[np.ndarray], entry: dict) -> None:
+    """Rows [lo, hi) of order ``n``: folded cost, and below the top order the back-off
+    cost, link, next state and carried fold."""
+    top = trie.order
+    idx = np.arange(lo, hi, dtype=np.int64)
+    logp = trie.logp[n - 1][lo:hi].astype(np.float64)
+    bow = trie.bow[n - 1][lo:hi].astype(np.float64) if n < top else np.zeros(hi - lo)
+    kids = np.diff(trie.first[n - 1][lo:hi + 1]) > 0 if n < top else np.zeros(hi - lo, bool)
+    s_next = np.zeros(hi - lo, dtype=np.int64)   # next state of the longest proper suffix
+    s_fold = np.zeros(hi - lo)
+    if n > 1:
+        so, sr = longest_suffix(trie, n, idx)
+        for m in np.unique(so[so > 0]).tolist():
+            sel = np.flatnonzero(so == m)
+            s_next[sel] = nxt[m - 1][sr[sel]]
+            s_fold[sel] = carry[m - 1][sr[sel]]
+    own = np.where(kids, 0.0, bow + s_fold)
+    cost = -LN10 * (logp + own)
+    cost[np.isnan(cost)] = np.inf  # order 1: ids the model lacks
+    entry["cost"][lo:hi] = cost
+    if n < top:
+        entry["bocost"][lo:hi] = -LN10 * (bow + s_fold)
+        entry["bolink"][lo:hi] = s_next
+        nxt[n - 1][lo:hi] = np.where(kids, base[n] + idx, s_next)
+        carry[n - 1][lo:hi] = own

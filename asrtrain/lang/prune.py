@@ -24,6 +24,7 @@ first, so every distribution sums to one again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,24 +61,41 @@ def context_logprob(trie: NgramTrie, bos: int, eos: int) -> list[np.ndarray]:
     return out
 
 
-def backoff_logprob(trie: NgramTrie, n: int) -> np.ndarray:
-    """log10 p(w | h') for every row ``h w`` of order ``n`` ≥ 2 (h' = h minus its first word)."""
-    out = np.empty(trie.rows(n))
-    for lo in range(0, trie.rows(n), BLOCK):
-        rows = np.arange(lo, min(trie.rows(n), lo + BLOCK), dtype=np.int64)
-        words = trie.ngram_words(n, rows)
-        out[rows] = trie.cond_logprob(words[:, 1:-1], words[:, -1])
-    return out
+def context_blocks(trie: NgramTrie, n: int) -> Iterator[tuple[int, int]]:
+    """Ranges [c0, c1) of order n−1's contexts whose children in order ``n`` number about
+    BLOCK: a context's children all fall in one block, so its sums are complete there."""
+    f = trie.first[n - 2]
+    c, end = 0, trie.rows(n - 1)
+    while c < end:
+        c1 = int(np.searchsorted(f, int(f[c]) + BLOCK, side="right")) - 1
+        c1 = min(max(c1, c + 1), end)
+        yield c, c1
+        c = c1
 
 
-def bow_terms(trie: NgramTrie, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(N(h), D(h), usable) for each context row h of order n−1, and p' of order n's rows;
-    the rounding slack and degenerate cases as SRILM's ``computeBOW``."""
-    parents = trie.parents(n)
-    backoff = backoff_logprob(trie, n)
-    rows = trie.rows(n - 1)
-    num = 1.0 - np.bincount(parents, 10.0 ** trie.logp[n - 1].astype(np.float64), minlength=rows)
-    den = 1.0 - np.bincount(parents, 10.0 ** backoff, minlength=rows)
+@dataclass
+class BowBlock:
+    """SRILM's back-off terms for contexts [c0, c1) of order n−1 and their children."""
+
+    num: np.ndarray        # N(h) = 1 − Σ p(w|h), per context
+    den: np.ndarray        # D(h) = 1 − Σ p(w|h'), per context
+    usable: np.ndarray     # SRILM's computeBOW accepts the context
+    parent: np.ndarray     # each child's context, 0-based in the block
+    logp: np.ndarray       # log10 p(w|h) of each child (float64)
+    backoff: np.ndarray    # log10 p(w|h') of each child
+
+
+def bow_block(trie: NgramTrie, n: int, c0: int, c1: int) -> BowBlock:
+    """The back-off terms of contexts [c0, c1), with the rounding slack and degenerate
+    cases of SRILM's ``computeBOW``."""
+    f = trie.first[n - 2]
+    r0, r1 = int(f[c0]), int(f[c1])
+    parent = np.repeat(np.arange(c1 - c0, dtype=np.int64), np.diff(f[c0:c1 + 1]))
+    words = trie.ngram_words(n, np.arange(r0, r1, dtype=np.int64))
+    backoff = trie.cond_logprob(words[:, 1:-1], words[:, -1])
+    logp = trie.logp[n - 1][r0:r1].astype(np.float64)
+    num = 1.0 - np.bincount(parent, 10.0 ** logp, minlength=c1 - c0)
+    den = 1.0 - np.bincount(parent, 10.0 ** backoff, minlength=c1 - c0)
     num[(num < 0) & (num > -PROB_EPSILON)] = 0.0
     den[(den < 0) & (den > -PROB_EPSILON)] = 0.0
     # SRILM: a zero denominator with mass left is rescaled (usable); otherwise a negative
@@ -86,7 +104,7 @@ def bow_terms(trie: NgramTrie, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     usable = rescaled | ~((num < 0) | ((den <= 0) & (num > PROB_EPSILON)))
     zero = usable & (den <= 0)
     num[zero] = den[zero] = 0.0
-    return num, den, usable, backoff
+    return BowBlock(num=num, den=den, usable=usable, parent=parent, logp=logp, backoff=backoff)
 
 
 def perplexity_changes(trie: NgramTrie, bos: int, eos: int) -> list[np.ndarray]:
@@ -95,19 +113,28 @@ def perplexity_changes(trie: NgramTrie, bos: int, eos: int) -> list[np.ndarray]:
     history = context_logprob(trie, bos, eos)
     out = []
     for n in range(2, trie.order + 1):
-        num, den, usable, backoff = bow_terms(trie, n)
-        h = trie.parents(n)
-        logp = trie.logp[n - 1].astype(np.float64)
-        p = 10.0 ** logp
-        with np.errstate(divide="ignore", invalid="ignore"):
-            new_bow = np.log10(num[h] + p) - np.log10(den[h] + 10.0 ** backoff)
-            old_bow = trie.bow[n - 2].astype(np.float64)[h]
-            delta_h = -(10.0 ** history[n - 2][h]) * (
-                p * (backoff + new_bow - logp) + num[h] * (new_bow - old_bow))
-            change = 10.0 ** delta_h - 1.0
-        change[~usable[h] | np.isnan(change)] = np.inf
+        change = np.empty(trie.rows(n))
+        f = trie.first[n - 2]
+        for c0, c1 in context_blocks(trie, n):
+            b = bow_block(trie, n, c0, c1)
+            h, p = b.parent, 10.0 ** b.logp
+            with np.errstate(divide="ignore", invalid="ignore"):
+                new_bow = np.log10(b.num[h] + p) - np.log10(b.den[h] + 10.0 ** b.backoff)
+                old_bow = trie.bow[n - 2][c0:c1].astype(np.float64)[h]
+                delta_h = -(10.0 ** history[n - 2][c0:c1][h]) * (
+                    p * (b.backoff + new_bow - b.logp) + b.num[h] * (new_bow - old_bow))
+                got = 10.0 ** delta_h - 1.0
+            got[~b.usable[h] | np.isnan(got)] = np.inf
+            change[int(f[c0]):int(f[c1])] = got
         out.append(change)
     return out
+
+
+def _kept_children(first: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """How many children of each context (children ranges ``first``) are kept."""
+    cum = np.zeros(keep.shape[0] + 1, dtype=np.int64)
+    np.cumsum(keep, out=cum[1:])
+    return cum[first[1:]] - cum[first[:-1]]
 
 
 def keep_masks(trie: NgramTrie, changes: list[np.ndarray], threshold: float) -> list[np.ndarray]:
@@ -118,7 +145,7 @@ def keep_masks(trie: NgramTrie, changes: list[np.ndarray], threshold: float) -> 
     for n in range(trie.order, 1, -1):
         keep = changes[n - 2] >= threshold if threshold > 0 else np.ones(trie.rows(n), bool)
         if below is not None:
-            keep |= np.bincount(trie.parents(n + 1)[below], minlength=trie.rows(n)) > 0
+            keep |= _kept_children(trie.first[n - 1], below) > 0
         masks.append(keep)
         below = keep
     return masks[::-1]
@@ -135,8 +162,8 @@ def threshold_for(trie: NgramTrie, changes: list[np.ndarray], target: int) -> fl
                           "unigrams, which pruning keeps")
     if sum(trie.counts()) <= target:
         return 0.0
-    values = np.unique(np.concatenate([c[np.isfinite(c)] for c in changes]))
-    values = values[values > 0]
+    values = np.concatenate([c[np.isfinite(c) & (c > 0)] for c in changes])
+    values.sort()
     lo, hi = 0, values.shape[0]      # count(values[k]) falls as k grows; find the first ≤ target
     while lo < hi:
         mid = (lo + hi) // 2
@@ -152,39 +179,43 @@ def threshold_for(trie: NgramTrie, changes: list[np.ndarray], target: int) -> fl
 def apply_masks(trie: NgramTrie, masks: list[np.ndarray]) -> NgramTrie:
     """A new trie with the kept rows; back-off weights recomputed."""
     out = NgramTrie(order=trie.order, vocab_size=trie.vocab_size, logp=[trie.logp[0].copy()],
-                    bow=[trie.bow[0].copy()] if trie.order > 1 else [trie.bow[0].copy()],
-                    word=[trie.word[0]], first=[])
+                    bow=[trie.bow[0].copy()], word=[trie.word[0]], first=[])
     for n in range(2, trie.order + 1):
         keep = masks[n - 2]
-        parents = trie.parents(n)[keep]
-        if n > 2:   # renumber the kept contexts of order n−1
-            new_row = np.cumsum(masks[n - 3]) - 1
-            parents = new_row[parents]
-        ctx_rows = out.rows(n - 1)
-        first = np.zeros(ctx_rows + 1, dtype=np.int64)
-        np.cumsum(np.bincount(parents, minlength=ctx_rows), out=first[1:])
+        cum = np.zeros(keep.shape[0] + 1, dtype=np.int64)
+        np.cumsum(keep, out=cum[1:])
+        first = cum[trie.first[n - 2]]   # kept rows before each old context's children
+        if n > 2:   # only the kept contexts of order n−1 remain (a dropped one kept no child)
+            first = np.r_[first[:-1][masks[n - 3]], first[-1]]
         out.first.append(first.astype(trie.first[n - 2].dtype))
         out.word.append(trie.word[n - 1][keep])
         out.logp.append(trie.logp[n - 1][keep])
         if n < trie.order:
             out.bow.append(trie.bow[n - 1][keep])
     recompute_bows(out)
+    out.drop_cache()
     return out
+
+
+def recompute_order_bows(trie: NgramTrie, n: int) -> int:
+    """The back-offs of order n−1's contexts from their children in order ``n``; the
+    lower orders' back-offs must be right already. Returns the improper contexts."""
+    improper = 0
+    bow = trie.bow[n - 2]
+    for c0, c1 in context_blocks(trie, n):
+        b = bow_block(trie, n, c0, c1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            got = np.where((b.num == 0) & (b.den == 0), 0.0, np.log10(b.num) - np.log10(b.den))
+        got = np.where(b.usable, got, LOG_ZERO)
+        improper += int((~b.usable).sum())
+        bow[c0:c1] = np.maximum(got, LOG_ZERO)
+    return improper
 
 
 def recompute_bows(trie: NgramTrie) -> int:
     """Every context's back-off from its listed words, orders 1..N−1 in turn (SRILM's
     ``recomputeBOWs``); returns how many contexts were improper (set to log 0)."""
-    improper = 0
-    for n in range(2, trie.order + 1):
-        num, den, usable, _ = bow_terms(trie, n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            bow = np.where((num == 0) & (den == 0), 0.0, np.log10(num) - np.log10(den))
-        bow = np.where(usable, bow, LOG_ZERO)
-        improper += int((~usable).sum())
-        trie.bow[n - 2] = np.maximum(bow, LOG_ZERO).astype(np.float32)
-        trie.drop_cache()
-    return improper
+    return sum(recompute_order_bows(trie, n) for n in range(2, trie.order + 1))
 
 
 def prune(trie: NgramTrie, bos: int, eos: int, threshold: float | None = None,
@@ -208,6 +239,7 @@ def prune(trie: NgramTrie, bos: int, eos: int, threshold: float | None = None,
                       default=0.0)
         raise ConfigError(f"pruning at threshold {threshold:g} removes every n-gram above the "
                           f"unigrams; thresholds below {largest:.3g} keep some")
+    trie.drop_cache()
     log.info("pruning at threshold %.3g: n-grams %s -> %s", threshold, before, after)
     return Pruned(trie=out, threshold=threshold, before=before, after=after,
                   unprunable=improper)

@@ -12,7 +12,6 @@ writing and the rescoring store (``lmstore``) all go through them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,32 +140,34 @@ def _order1(vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_trie(reader: ArpaReader, vocab_size: int) -> NgramTrie:
-    """Read the whole ARPA stream into a trie; bad structure is an InputError with its line."""
-    chunks = reader.read()
-    trie: NgramTrie | None = None
-    pending: list[ArpaChunk] = []
-    current = 1
+    """Read the whole ARPA stream into a trie; bad structure is an InputError with its line.
+
+    An order's rows are kept as they arrive (context row, word, log10 p, back-off, line:
+    20 bytes a row, no text) and sorted into the trie when its section ends.
+    """
     logp1, bow1 = _order1(vocab_size)
-    for chunk in chunks:
+    trie: NgramTrie | None = None
+    pending: dict[str, list[np.ndarray]] = {}
+    current = 1
+    for chunk in reader.read():
         if trie is None:
-            order = len(reader.stats.declared)
-            trie = NgramTrie(order=order, vocab_size=vocab_size, logp=[logp1], bow=[bow1],
-                             word=[np.zeros(0, np.int32)], first=[])
+            trie = NgramTrie(order=len(reader.stats.declared), vocab_size=vocab_size,
+                             logp=[logp1], bow=[bow1], word=[np.zeros(0, np.int32)], first=[])
         if chunk.order != current:
             _finish_order(trie, current, pending, reader)
-            pending, current = [], chunk.order
+            pending, current = {}, chunk.order
         if chunk.order == 1:
             _add_unigrams(trie, chunk, reader)
-        else:
-            _check_chunk(trie, chunk, reader)
-            pending.append(chunk)
+            continue
+        for name, arr in zip(("ctx", "word", "logp", "bow", "line"), _chunk_rows(trie, chunk, reader),
+                             strict=True):
+            pending.setdefault(name, []).append(arr)
     if trie is None:
-        order = len(reader.stats.declared)
-        trie = NgramTrie(order=order, vocab_size=vocab_size, logp=[logp1], bow=[bow1],
-                         word=[np.zeros(0, np.int32)], first=[])
+        trie = NgramTrie(order=len(reader.stats.declared), vocab_size=vocab_size, logp=[logp1],
+                         bow=[bow1], word=[np.zeros(0, np.int32)], first=[])
     while current <= trie.order:
         _finish_order(trie, current, pending, reader)
-        pending, current = [], current + 1
+        pending, current = {}, current + 1
     trie.drop_cache()
     return trie
 
@@ -184,55 +185,58 @@ def _add_unigrams(trie: NgramTrie, chunk: ArpaChunk, reader: ArpaReader) -> None
     trie.bow[0][ids] = chunk.bow
 
 
-def _check_chunk(trie: NgramTrie, chunk: ArpaChunk, reader: ArpaReader) -> None:
-    """Every word of an n-gram is a unigram, and its context is listed (ARPA's rule)."""
+def _chunk_rows(trie: NgramTrie, chunk: ArpaChunk, reader: ArpaReader) -> tuple[np.ndarray, ...]:
+    """(context row, word, log10 p, back-off, line) of a chunk's n-grams, checked: every
+    word is a unigram and the context is listed (ARPA's rule)."""
     absent = ~trie.present[chunk.ids]
     if absent.any():
         k = int(np.flatnonzero(absent.any(axis=1))[0])
         raise reader.error(f"{chunk.order}-gram with a word that is not among the unigrams",
                            int(chunk.lines[k]))
-    if chunk.order > 2:
-        ctx = trie.find(chunk.ids[:, :-1])
-        if (ctx < 0).any():
-            k = int(np.flatnonzero(ctx < 0)[0])
-            raise reader.error(f"{chunk.order}-gram whose context (its first {chunk.order - 1} "
-                               "words) is not listed as an n-gram", int(chunk.lines[k]))
+    ctx = trie.find(chunk.ids[:, :-1]) if chunk.order > 2 else chunk.ids[:, 0].astype(np.int64)
+    if (ctx < 0).any():
+        k = int(np.flatnonzero(ctx < 0)[0])
+        raise reader.error(f"{chunk.order}-gram whose context (its first {chunk.order - 1} "
+                           "words) is not listed as an n-gram", int(chunk.lines[k]))
+    small = trie.rows(chunk.order - 1) < 2**31 - 1
+    return (ctx.astype(np.int32) if small else ctx, chunk.ids[:, -1].copy(), chunk.logp, chunk.bow,
+            chunk.lines.astype(np.int64 if chunk.lines[-1] >= 2**31 - 1 else np.int32))
 
 
-def _finish_order(trie: NgramTrie, n: int, chunks: Iterable[ArpaChunk], reader: ArpaReader) -> None:
+def _take(pending: dict[str, list[np.ndarray]], name: str, dtype) -> np.ndarray:
+    """One field's rows in arrival order; the chunks' arrays are freed as it goes."""
+    parts = pending.pop(name, [])
+    out = np.concatenate(parts) if parts else np.zeros(0, dtype)
+    parts.clear()
+    return out
+
+
+def _finish_order(trie: NgramTrie, n: int, pending: dict[str, list[np.ndarray]],
+                  reader: ArpaReader) -> None:
     """Sort order ``n``'s rows into the trie and link order n−1's contexts to them."""
     if n == 1:
         return
-    chunks = list(chunks)
-    if chunks:
-        ids = np.concatenate([c.ids for c in chunks])
-        ctx = ids[:, 0].astype(np.int64) if n == 2 else trie.find(ids[:, :-1])
-        words = ids[:, -1]
-        logp = np.concatenate([c.logp for c in chunks])
-        bow = np.concatenate([c.bow for c in chunks])
-        lines = np.concatenate([c.lines for c in chunks])
-        del ids
-    else:
-        ctx = np.zeros(0, np.int64)
-        words = np.zeros(0, np.int32)
-        logp = bow = np.zeros(0, np.float32)
-        lines = np.zeros(0, np.int64)
-    key = ctx * trie.vocab_size + words
+    key = _take(pending, "ctx", np.int64).astype(np.int64) * trie.vocab_size
+    key += _take(pending, "word", np.int32)
     perm = np.argsort(key, kind="stable")
     key = key[perm]
     dup = np.flatnonzero(key[1:] == key[:-1])
     if dup.size:
+        lines = _take(pending, "line", np.int64)
         raise reader.error(f"{n}-gram listed twice (as spelled, or as two spellings of <unk>)",
                            int(max(lines[perm[dup[0]]], lines[perm[dup[0] + 1]])))
+    pending.pop("line", None)
     ctx_rows = trie.rows(n - 1)
     first = np.zeros(ctx_rows + 1, dtype=np.int64)
-    np.cumsum(np.bincount(ctx[perm], minlength=ctx_rows), out=first[1:])
+    np.cumsum(np.bincount(key // trie.vocab_size, minlength=ctx_rows), out=first[1:])
     trie.first.append(_index(first))
-    trie.word.append(words[perm].astype(np.int32))
-    trie.logp.append(logp[perm])
+    trie.word.append((key % trie.vocab_size).astype(np.int32))
+    trie.logp.append(_take(pending, "logp", np.float32)[perm])
+    bow = _take(pending, "bow", np.float32)
     if n < trie.order:
         trie.bow.append(bow[perm])
-    trie._keys[n] = key
+        trie._keys[n] = key    # for the next order's context lookups
+    del bow, perm
 
 
 def _index(a: np.ndarray) -> np.ndarray:
