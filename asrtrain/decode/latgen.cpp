@@ -275,6 +275,9 @@ class Search {
         if (tot >= next_cutoff) continue;
         if (tot + adaptive_beam < next_cutoff) next_cutoff = tot + adaptive_beam;
         int32_t nt = find_or_add(arc.dst, tot, nullptr);
+        // a link already lattice_beam worse than the best way into its token is pruned by
+        // the next PruneForwardLinks whatever happens (extra costs are >= 0): not made
+        if (tot - tp_.items[nt].tot_cost > cfg_.lattice_beam) continue;
         add_link(tok, nt, arc.il, arc.ol, arc.w, ac);
       }
     }
@@ -299,7 +302,7 @@ class Search {
         if (tot < cutoff) {
           bool changed = false;
           int32_t nt = find_or_add(arc.dst, tot, &changed);
-          add_link(tok, nt, 0, arc.ol, arc.w, 0.0f);
+          if (tot - tp_.items[nt].tot_cost <= cfg_.lattice_beam) add_link(tok, nt, 0, arc.ol, arc.w, 0.0f);
           if (changed && S_[arc.dst].nieps != 0) queue_.push_back(arc.dst);
         }
       }
@@ -325,10 +328,11 @@ class Search {
 
   void prune_links_of(int32_t t, float* tok_extra, bool* links_pruned) {
     int32_t prev = -1;
+    const float tot_cost = tp_.items[t].tot_cost;
     for (int32_t l = tp_.items[t].links; l >= 0;) {
       const Link& L = lp_.items[l];
       const Token& nt = tp_.items[L.next_tok];
-      float link_extra = nt.extra_cost + ((tp_.items[t].tot_cost + L.acoustic_cost + L.graph_cost) - nt.tot_cost);
+      float link_extra = nt.extra_cost + ((tot_cost + L.acoustic_cost + L.graph_cost) - nt.tot_cost);
       int32_t nx = L.next;
       if (link_extra > cfg_.lattice_beam) {
         if (prev < 0) tp_.items[t].links = nx; else lp_.items[prev].next = nx;

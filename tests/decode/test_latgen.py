@@ -6,16 +6,13 @@ FasterDecoder."""
 from __future__ import annotations
 
 import functools
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hand_lattices import all_paths, words_of
 
 from asrtrain.decode.latgen import LatticeDecoder, SearchOptions
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hand_lattices import all_paths, words_of  # noqa: E402
 
 LATTICE_BEAM = 5.0
 

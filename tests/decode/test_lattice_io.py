@@ -4,18 +4,14 @@ tools print it, the binary layout read back by OpenFst (kaldifst), bad archives.
 from __future__ import annotations
 
 import gzip
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from hand_lattices import random_lattice
 
 from asrtrain.core.errors import InputError
 from asrtrain.decode.lattice import WordLattice
 from asrtrain.decode.lattice_io import read_archive, to_lattice_bytes, to_text, write_archive
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hand_lattices import random_lattice  # noqa: E402
 
 FIELDS = list(WordLattice.__dataclass_fields__)
 
