@@ -66,6 +66,8 @@ mono_utts=0
 mono_iters=25
 ali_iters=15
 ali_max_lost=0.05
+ali_nj=               # alignment jobs; empty: --nj
+ali_job_cmd=          # what starts each (prepare align --job-cmd); empty: cmd.sh's align_cmd
 # i-vectors
 ivector_period=10
 ivector_iters=4
@@ -88,6 +90,8 @@ max_active=7000
 . ./path.sh
 . ./cmd.sh
 . ../utils/stage.sh
+[ -n "$ali_nj" ] || ali_nj=$nj
+[ -n "$ali_job_cmd" ] || ali_job_cmd=$align_cmd
 
 die() { echo "$0: $*" >&2; exit 2; }
 for opt in train test dict lm_text; do
@@ -174,11 +178,13 @@ fi
 
 if want_stage 2; then
   echo "=== stage 2: alignments from nothing ($ali_stages: $ali_leaves leaves, $ali_gauss Gaussians) of train and dev"
+  job_opt=()   # jobs on other hosts (cmd_backend=slurm, or --ali-job-cmd)
+  if [ -n "$ali_job_cmd" ]; then job_opt=(--job-cmd "$ali_job_cmd"); fi
   done_or_run align "$ali" \
     asrtrain prepare align "$dict" "$data/mfcc/train" "$ali" --split dev="$data/mfcc/dev" \
       --stages "$ali_stages" --mono-gauss "$ali_mono_gauss" --mono-iters "$mono_iters" \
       --mono-utts "$mono_utts" --leaves "$ali_leaves" --gauss "$ali_gauss" --iters "$ali_iters" \
-      --max-lost "$ali_max_lost" --nj "$nj"
+      --max-lost "$ali_max_lost" --nj "$ali_nj" "${job_opt[@]}"
   took 2
 fi
 

@@ -67,8 +67,10 @@ topology=ring
 acwt=0.1
 lmwt=8:15
 wip=0.0,0.5,1.0
-# alignment jobs (processes; the speakers split among them)
+# alignment jobs (the speakers split among them): processes here, or each started by
+# align_job_cmd (empty: cmd.sh's align_cmd, an srun task each under cmd_backend=slurm)
 align_nj=2
+align_job_cmd=
 beam=13
 max_active=7000
 decode_nj=4
@@ -77,6 +79,7 @@ decode_nj=4
 . ./path.sh
 . ./cmd.sh
 . ../utils/stage.sh
+[ -n "$align_job_cmd" ] || align_job_cmd=$align_cmd
 
 manifests=$data/manifests
 dict=$data/dict
@@ -125,12 +128,15 @@ fi
 
 if want_stage 2; then
   echo "=== stage 2: alignments from nothing ($align_stages) on $train_part, applied to dev (test is never aligned)"
+  job_opt=()   # jobs on other hosts (cmd_backend=slurm, or --align-job-cmd)
+  if [ -n "$align_job_cmd" ]; then job_opt=(--job-cmd "$align_job_cmd"); fi
   done_or_run align "$ali" \
     asrtrain prepare align "$dict" "$data/mfcc/train" "$ali" \
       --split dev="$data/mfcc/dev" --oov '<UNK>' \
       --stages "$align_stages" --mono-gauss "$mono_gauss" --mono-iters "$mono_iters" \
       --mono-utts "$mono_utts" \
-      --leaves "$align_leaves" --gauss "$align_gauss" --iters "$align_iters" --nj "$align_nj"
+      --leaves "$align_leaves" --gauss "$align_gauss" --iters "$align_iters" --nj "$align_nj" \
+      "${job_opt[@]}"
 fi
 
 if want_stage 3; then

@@ -1,9 +1,16 @@
 # How a recipe runs its jobs (sourced by its cmd.sh): on this machine or through a scheduler.
 # Set cmd_backend=slurm (and slurm_opts) to send the heavy stages to SLURM.
+# align_cmd starts each job of prepare align (its --job-cmd): empty keeps them processes of
+# prepare align itself, on this machine; under slurm each is one srun task, on whatever node
+# SLURM gives it (slurm_align_opts: partition, memory, time), reading the features from the
+# shared filesystem and connecting back to this host. Inside an allocation (salloc/sbatch
+# of the recipe) add --exact to slurm_align_opts so the tasks share its nodes.
 cmd_backend=${cmd_backend:-local}
 case "$cmd_backend" in
-  local) train_cmd="../utils/run_local.sh"; decode_cmd="../utils/run_local.sh" ;;
+  local) train_cmd="../utils/run_local.sh"; decode_cmd="../utils/run_local.sh"; align_cmd="" ;;
   slurm) train_cmd="../utils/run_slurm.sh"; decode_cmd="../utils/run_slurm.sh"
-         export slurm_opts=${slurm_opts:-"--partition=gpu --gres=gpu:4 --cpus-per-task=8"} ;;
+         export slurm_opts=${slurm_opts:-"--partition=gpu --gres=gpu:4 --cpus-per-task=8"}
+         slurm_align_opts=${slurm_align_opts:-"--time=12:00:00"}
+         align_cmd="srun --ntasks=1 --nodes=1 --cpus-per-task=1 $slurm_align_opts" ;;
   *) echo "cmd.sh: unknown cmd_backend '$cmd_backend' (local|slurm)" >&2; exit 2 ;;
 esac
