@@ -159,7 +159,8 @@ def study() -> None:
 @click.argument("out", type=_OUT)
 @click.option("--learners", type=click.IntRange(1), default=16, show_default=True)
 @click.option("--batches", default="256,1024,2048,4096,8192", show_default=True,
-              help="Total batches (chunks per step) to try, each a multiple of --learners; the base batch is added.")
+              help="Total batches (chunks per step) to try, each a multiple of --learners (the baseline: SSGD at "
+                   "--base-batch).")
 @click.option("--rate-multipliers", default="0.5,1,2,4", show_default=True,
               help="Peak rates tried at every batch: these × the linear-scaling rule.")
 @click.option("--strategies", default="ssgd,adpsgd", show_default=True, help="Of ssgd, adpsgd, h-adpsgd.")
@@ -179,8 +180,7 @@ def batch_cmd(ctx: click.Context, archive: Path, valid: Path, out: Path, learner
 
     names, sizes, mults = _names(strategies), _ints(batches), _floats(rate_multipliers)
     check_multipliers(mults)
-    chunks, pdfs = check_study(archive, names, sorted(set(sizes) | {kw["base_batch"]}), learners, group,
-                               kw["min_steps"])
+    chunks, pdfs = check_study(archive, names, sizes, learners, group, kw["min_steps"])
     grid = BatchGrid(tuple(names), tuple(sizes), tuple(mults), learners, group, margin, kw["global_average"])
     base = base_config(archive, valid, out, kw["base_batch"], kw)
     runner = Runner(out, chunks, kw["save_every"])

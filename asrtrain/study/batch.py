@@ -47,13 +47,15 @@ def run_name(strategy: str, batch: int, multiplier: float) -> str:
 
 
 def batch_specs(base: TrainConfig, grid: BatchGrid, probes: ProbeConfig) -> list[RunSpec]:
-    """The baseline's grid first (SSGD at the base batch), then every strategy, batch and multiplier."""
-    batches = sorted(set(grid.batches) | {base.base_batch})
+    """The baseline's grid first (SSGD at the base batch), then every strategy, listed batch and multiplier
+    (gossip at the base batch only when it is listed: 16 learners of one chunk each cost 4× a learner's step)."""
     specs = []
     for strategy in ("ssgd", *(s for s in grid.strategies if s != "ssgd")):
+        if strategy == "ssgd":  # the baseline always; SSGD's other batches when asked for
+            batches = sorted(set(grid.batches) | {base.base_batch}) if "ssgd" in grid.strategies else [base.base_batch]
+        else:
+            batches = sorted(set(grid.batches))
         for batch in batches:
-            if strategy == "ssgd" and "ssgd" not in grid.strategies and batch != base.base_batch:
-                continue  # the baseline only
             for m in grid.multipliers:
                 sim = SimConfig(strategy, learners=1 if strategy == "ssgd" else grid.learners,
                                 group_size=grid.group if strategy == "h-adpsgd" else 1,

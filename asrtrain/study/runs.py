@@ -11,7 +11,8 @@ A study of hours runs in the background over several sessions. Every run lives i
   first field that differs (a study's options changed between sessions);
 * ``elapsed.json``: seconds spent on it so far, over sessions (at each epoch's end);
 * ``record.json``: written when it ends (its epoch rows, best held-out loss, divergence,
-  what its probes found). A run with a record is done: later sessions read the record.
+  what its probes found). A run with a record is done: later sessions read the record, and
+  its checkpoints (every replica's weights and momenta) are removed; ``final.pt`` stays.
 
 The run in progress is the trainer's own resume: a mid-epoch checkpoint every
 ``save_every`` minutes and one at each epoch's end. SIGTERM, SIGUSR1 or a first Ctrl-C
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -200,6 +202,7 @@ class Runner:
         for hook in spec.hooks:
             record.update(getattr(hook, "result", dict)())
         write_json(exp / "record.json", record)
+        shutil.rmtree(checkpoint.checkpoint_dir(exp), ignore_errors=True)  # 16 replicas' weights: done with
         return record
 
 
