@@ -136,9 +136,8 @@ def do_lm_stage(arpa: Path, words_txt: Path, work: Path, tenth: bool) -> dict:
     bos, eos, unk = words["<s>"], words["</s>"], words["<UNK>"]
 
     def store_build(t):
-        s = LmStore.from_trie(t, bos, eos, unk)
-        s.save(work / "lm_full")
-        return s
+        LmStore.from_trie(t, bos, eos, unk).save(work / "lm_full")
+        return LmStore.load(work / "lm_full")   # mapped, as prepare lang keeps it
 
     store = ph("store build+save", store_build, trie)
     counts = trie.counts()   # a tenth of the n-grams above the unigrams (which stay)
@@ -296,18 +295,23 @@ def perplexities(arpas: dict[str, Path], words_txt: Path) -> None:
 
 
 def extrapolate(rows: list[tuple[int, dict]], target: int = 36_000_000) -> None:
-    """Least-squares lines through (n-grams, cost) of each phase; the 36M point."""
-    print(f"\nOn paper, for {target / 1e6:.0f}M n-grams (a line through the measured sizes):")
-    sizes = np.array([n for n, _ in rows], float)
-    for key in rows[-1][1]["phases"]:
-        for what in ("cpu", "peak_mb"):
-            ys = np.array([r["phases"][key][what] for _, r in rows], float)
-            slope, icept = np.polyfit(sizes, ys, 1)
-            unit = "s" if what == "cpu" else "MB"
-            print(f"    {key:34} {what:8} {slope * target + icept:10.0f} {unit}"
-                  f"   ({slope * 1e6:.3g} {unit} per M n-grams)")
-    bpn = [r["store_bytes"] / n for n, r in rows]
-    print(f"    store: {np.mean(bpn[-2:]):.1f} bytes per n-gram -> {np.mean(bpn[-2:]) * target / 1e6:.0f} MB")
+    """Each phase's CPU seconds and peak RSS above the process' start, per n-gram, from
+    each model; the largest one's rates applied to ``target`` n-grams."""
+    print(f"\nPer million n-grams (CPU s / MB of peak RSS above the start), and on paper for "
+          f"{target / 1e6:.0f}M n-grams at the largest model's rates:")
+    phases = [k for k in rows[-1][1]["phases"] if not k.startswith("score")]
+    for key in phases:
+        rates = [(r["phases"][key]["cpu"] / n * 1e6, (r["phases"][key]["peak_mb"] - r["base_mb"]) / n * 1e6)
+                 for n, r in rows]
+        cpu, mb = rates[-1]
+        print(f"    {key:26} " + "  ".join(f"{c:5.2f} s {m:4.0f} MB" for c, m in rates)
+              + f"   -> {cpu * target / 1e6:6.0f} s {mb * target / 1e6:6.0f} MB")
+    for key in [k for k in rows[-1][1]["phases"] if k.startswith("score")]:
+        words = 22_000 if "22k" in key else 1_000_000
+        print(f"    {key:34} " + "  ".join(f"{r['phases'][key]['cpu'] / words * 1e6:5.2f} us/word"
+                                            for _, r in rows))
+    bpn = rows[-1][1]["store_bytes"] / rows[-1][0]
+    print(f"    store {bpn:.1f} bytes per n-gram -> {bpn * target / 1e6:.0f} MB mapped for rescoring")
 
 
 def main() -> None:
@@ -321,6 +325,8 @@ def main() -> None:
                     help="tokens of the synthetic text (about 2 n-grams per token)")
     ap.add_argument("--vocab", type=int, default=85_000)
     ap.add_argument("--no-kaldingram", action="store_true")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the ARPA files of an earlier run in --work (skip parts 1 and 3)")
     args = ap.parse_args()
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
@@ -328,10 +334,10 @@ def main() -> None:
     words_txt.write_text("".join(f"{w} {i}\n" for w, i in text_vocab(args.text).items()))
 
     print(f"== 1. estimation on {args.text} ==")
-    for frac in (0.25, 0.5, 1.0):
+    for frac in (() if args.reuse else (0.25, 0.5, 1.0)):
         show(f"asrtrain MKN 4-gram on {frac:g} of the text",
              child("estimate", str(args.text), str(frac), str(work / f"ours_{frac:g}.arpa")))
-    if not args.no_kaldingram:
+    if not (args.no_kaldingram or args.reuse):
         kng = str(Path(sys.executable).parent / "kaldingram")
         show("kaldingram train (KN back-off) on all of it",
              child("measure", kng, "train", "--ngram-order", "4", "--text", str(args.text),
@@ -348,9 +354,10 @@ def main() -> None:
         show(f"text 4-gram ({frac:g}), pruned to {res['first']}", res)
         rows.append((sum(res["ngrams"]), res))
     syn_words = work / "synthetic_words.txt"
-    res = child("synthetic", str(work / "synthetic.arpa"), str(syn_words), str(args.synthetic),
-                str(args.vocab))
-    show(f"making the synthetic ARPA ({args.vocab} words)", res)
+    if not (args.reuse and (work / "synthetic.arpa").exists()):
+        res = child("synthetic", str(work / "synthetic.arpa"), str(syn_words),
+                    str(args.synthetic), str(args.vocab))
+        show(f"making the synthetic ARPA ({args.vocab} words)", res)
     d = work / "lang_synthetic"
     d.mkdir(exist_ok=True)
     res = child("lm", str(work / "synthetic.arpa"), str(syn_words), str(d), "1")
@@ -360,7 +367,7 @@ def main() -> None:
         print(f"    {n:>10,} n-grams: store {r['store_bytes'] / 1e6:7.1f} MB = "
               f"{r['store_bytes'] / n:5.1f} bytes per n-gram")
 
-    if not args.no_kaldingram:
+    if not (args.no_kaldingram or args.reuse):
         print("\n== 3. pruning the full-text 4-gram: asrtrain against kaldingram ==")
         threshold = 1e-6
         show(f"asrtrain, threshold {threshold:g}",

@@ -106,9 +106,9 @@ def build_lms(arpa: Path, out: Path, words: dict[str, int], lexicon_words: list[
         write_arpa(first_trie, out / "lm.arpa", names)
         figures["write_arpa_s"] = round(time.time() - t, 2)
     if dev:
-        for name, store in (("full", full), ("first", first)):
+        for name, store in (("full", full), ("first-pass", first)):
             ppl, scored, oov = perplexity(store, dev, words)
-            figures[f"dev_perplexity_{name}"] = ppl
+            figures[f"dev_perplexity_{name.split('-')[0]}"] = ppl
             log.info("LM: dev perplexity of the %s model %.1f over %d tokens (%d OOV not scored)",
                      name, ppl, scored, oov)
     figures["lm_s"] = round(time.time() - t0, 2)
@@ -136,7 +136,7 @@ def _report_vocabulary(arpa: Path, trie: NgramTrie, stats, words: dict[str, int]
     if int(trie.present.sum()) <= 2:
         raise InputError("no word of the ARPA is in the lexicon", arpa)
     if UNK in words and trie.present[words[UNK]]:
-        log.info("LM: the ARPA's unknown word is the lexicon's %s", UNK)
+        log.info("LM: %s has probabilities (an ARPA's <unk> is read as it)", UNK)
 
 
 def perplexity(store: LmStore, sentences: list[list[str]], words: dict[str, int]) -> tuple[float, int, int]:

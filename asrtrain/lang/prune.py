@@ -225,6 +225,7 @@ def prune(trie: NgramTrie, bos: int, eos: int, threshold: float | None = None,
         raise ConfigError("give a pruning threshold or a target number of n-grams, not both")
     before = trie.counts()
     changes = perplexity_changes(trie, bos, eos)
+    trie.drop_cache()  # the lookup keys: not needed until the back-offs are recomputed
     improper = sum(int(np.isinf(c).sum()) for c in changes)
     if target is not None:
         threshold = threshold_for(trie, changes, target)
