@@ -37,7 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from asrtrain.model.config import ModelConfig  # noqa: E402
-from asrtrain.study.probes import ProbeConfig, Probes, averaged, held_batch, loss_on  # noqa: E402
+from asrtrain.study.probes import ProbeConfig, Probes, averaged, held_batch, loss_on, top_eigenvalue  # noqa: E402
 from asrtrain.study.simulate import SimConfig, SimTrainer  # noqa: E402
 from asrtrain.train.config import TrainConfig  # noqa: E402
 
@@ -83,8 +83,9 @@ def measure(archive: Path, model: ModelConfig, strategy: str, batch: int, learne
     return statistics.median(timer.wall[warmup:]), statistics.median(timer.cpu[warmup:])
 
 
-def eval_seconds_per_chunk(valid: Path, model: ModelConfig, learners: int, threads: int) -> float:
-    """The held-out evaluation of the replicas' mean, per chunk (the study's epoch-end cost besides steps)."""
+def eval_seconds(valid: Path, model: ModelConfig, learners: int, threads: int) -> tuple[float, float]:
+    """CPU seconds of the held-out evaluation of the replicas' mean per chunk (the epoch-end cost besides
+    steps), and of one sharpness measurement (20 power iterations on 64 chunks, as the probe's defaults)."""
     with tempfile.TemporaryDirectory() as tmp:
         cfg = TrainConfig(archive=valid, exp=Path(tmp), epochs=1, batch=learners, base_batch=learners, lr=0.0,
                           model=model, num_threads=threads, resume=False)
@@ -93,8 +94,13 @@ def eval_seconds_per_chunk(valid: Path, model: ModelConfig, learners: int, threa
         t = time.process_time()
         with averaged(trainer) as m:
             loss_on(m, x, y)
+        per_chunk = (time.process_time() - t) / len(y)
+        t = time.process_time()
+        with averaged(trainer) as m:
+            top_eigenvalue(m, x[:64], y[:64], iters=20)
+        sharpness = time.process_time() - t
         trainer.strategy.close()
-    return (time.process_time() - t) / len(y)
+    return per_chunk, sharpness
 
 
 def per_chunk(times: dict[tuple[str, int], float], strategy: str, batch: int) -> float:
@@ -172,9 +178,10 @@ def main() -> None:
         print(f"{strategy:9s} batch {int(batch):5d}: {cpu:.4f} CPU-s/step ({wall:.4f} s wall), "
               f"{int(batch) / cpu:7.0f} chunks per CPU-s{ratio}  (measured in {time.perf_counter() - t0:.0f} s)",
               flush=True)
-    eval_s = eval_seconds_per_chunk(args.valid, model, args.learners, args.threads) if args.valid else 0.0
+    eval_s = 0.0
     if args.valid:
-        print(f"held-out evaluation: {1e3 * eval_s:.3f} CPU-ms a chunk")
+        eval_s, sharp_s = eval_seconds(args.valid, model, args.learners, args.threads)
+        print(f"held-out evaluation: {1e3 * eval_s:.3f} CPU-ms a chunk; one sharpness measurement: {sharp_s:.2f} CPU-s")
     if args.plan:
         chunks = args.corpus_chunks or 0
         total = 0.0

@@ -195,6 +195,12 @@ def _rates(row: dict[str, Any]) -> str:
     return "[" + ", ".join("none on the ladder" if math.isinf(r) else f"{r:.4g}" for r in row["rates"]) + "]"
 
 
+def sharpness_rows(exp: Path) -> list[dict[str, Any]]:
+    """A run's ``sharpness`` rows (none when the probe was off)."""
+    path = exp / "metrics.jsonl"
+    return [r for r in read_metrics(path) if r.get("kind") == "sharpness"] if path.is_file() else []
+
+
 def lr_range_study(base: TrainConfig, out: Path, rng: RangeConfig, strategies: list[str], learners: int,
                    clips: list[float], seeds: list[int], runner: Runner, global_average: bool = True,
                    group: int = 1, probes: ProbeConfig | None = None) -> dict[str, Any]:
@@ -206,17 +212,24 @@ def lr_range_study(base: TrainConfig, out: Path, rng: RangeConfig, strategies: l
     specs = range_specs(base, rng, strategies, learners, clips, seeds, runner.chunks, global_average, group, probes)
     records = runner.run_all(specs, "study lr-range")
     table = divergence_table(records)
+    for r in records:  # λ_max · rate / 2(1+μ) where the sharpness probe ran: above 1, heavy-ball SGD is unstable
+        rows = [x for x in sharpness_rows(out / "runs" / r["name"]) if x["step"] > 0]
+        r["sharpness"] = [{"step": x["step"], "lr": x["lr"], "ratio": x["ratio"]} for x in rows]
     lines = [f"# Learning-rate range test: batch {base.batch}, {learners} simulated learners\n",
              f"The rate starts at {rng.start_lr:.4g} and grows ×{rng.factor:g} every {rng.every} steps "
              f"(up to {rng.max_lr:.4g}); the replicas' mean is evaluated on {rng.held_chunks} held-out chunks "
              f"after each rate. A run ends when that loss is not finite, above the untrained model's or above "
              f"{rng.blow_up:g}× its best so far: the divergence rate is that rate. Global average at each "
              f"epoch's end: {'yes' if global_average else 'no'}.\n",
-             "| strategy | clip | seeds | divergence rates | best-loss rates |", "| --- | --- | --- | --- | --- |"]
+             "| strategy | clip | seeds | divergence rates | best-loss rates | largest λ_max·rate/2(1+μ) |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for row in table:
-        best = [r.get("best_lr") for r in records if r["strategy"] == row["strategy"] and r["clip"] == row["clip"]]
+        runs = sorted((r for r in records if r["strategy"] == row["strategy"] and r["clip"] == row["clip"]),
+                      key=lambda r: r["seed"])
+        best = ", ".join(f"{r['best_lr']:.4g}" if r.get("best_lr") else "-" for r in runs)
+        sharp = ", ".join(f"{max(x['ratio'] for x in r['sharpness']):.3g}" if r["sharpness"] else "-" for r in runs)
         lines.append(f"| {row['strategy']} | {row['clip']:g} | {', '.join(map(str, row['seeds']))} | "
-                     f"{_rates(row)[1:-1]} | {', '.join(f'{b:.4g}' if b else '-' for b in best)} |")
+                     f"{_rates(row)[1:-1]} | {best} | {sharp} |")
     lines += ["", *[f"- {v}" for v in verdicts(table, clips)], "", "![range test](lr-range.png)", ""]
     plot_range(records, out / "lr-range.png")
     record = {"batch": base.batch, "learners": learners, "range": asdict(rng), "table": table, "runs": records,

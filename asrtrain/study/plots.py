@@ -137,11 +137,18 @@ def plot_spread(records: list[dict[str, Any]], runs: Path, png: Path) -> Path:
 
 
 def plot_range(records: list[dict[str, Any]], png: Path) -> Path:
-    """Held-out loss and spread against the rate, a line per run (colour: strategy; dashed: no clipping)."""
+    """Held-out loss and spread against the rate, a line per run (colour: strategy; dashed: no clipping), and
+    λ_max · rate / 2(1+μ) where the sharpness probe ran (above 1: heavy-ball SGD unstable on that curvature)."""
     plt = _plt()
-    fig, (loss_ax, spread_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    sharp = any(r.get("sharpness") for r in records)
+    fig, axes = plt.subplots(1, 3 if sharp else 2, figsize=(16 if sharp else 11, 4))
+    loss_ax, spread_ax = axes[0], axes[1]
     for r in records:
         rows = [x for x in r.get("range", [])[1:] if isinstance(x["valid_loss"], (int, float))]
+        if sharp and r.get("sharpness"):
+            colour, marker = STYLE.get(r["strategy"], ("tab:red", "x"))
+            axes[2].plot([x["lr"] for x in r["sharpness"]], [x["ratio"] for x in r["sharpness"]],
+                         "-" if r.get("clip") else "--", marker=marker, ms=3, color=colour)
         colour, marker = STYLE.get(r["strategy"], ("tab:red", "x"))
         style = "-" if r.get("clip") else "--"
         label = f"{r['strategy']} clip {r.get('clip', 0):g} seed {r.get('seed', 0)}"
@@ -154,11 +161,14 @@ def plot_range(records: list[dict[str, Any]], png: Path) -> Path:
 
     loss_ax.set(xlabel="rate", ylabel="held-out loss (capped at 50)", title="range test")
     spread_ax.set(yscale="log", xlabel="rate", ylabel="RMS spread of the replicas")
-    for a in (loss_ax, spread_ax):
+    if sharp:
+        axes[2].axhline(1.0, color="black", lw=0.8, ls="--")
+        axes[2].set(yscale="log", xlabel="rate", ylabel="λ_max · rate / 2(1+μ) (replicas' mean)")
+    for a in axes:
         a.set_xscale("log", base=2)
         a.xaxis.set_minor_formatter(NullFormatter())
         a.grid(alpha=0.3)
-        if a.lines:
+        if a.get_legend_handles_labels()[0]:
             a.legend(fontsize=6)
     fig.tight_layout()
     return _save(fig, png)
