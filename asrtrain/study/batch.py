@@ -121,6 +121,11 @@ def report(summary: dict[str, Any], grid: BatchGrid, base: TrainConfig, chunks: 
                      f"{'yes' if r['within_margin'] else 'no'} | {rate} | "
                      f"{', '.join(f'×{m:g}' for m in r['diverged']) or '-'} | {r['seconds'] / 60:.0f} |")
     lines.append("")
+    base_row = next(r for r in summary["rows"] if r["strategy"] == "ssgd" and r["batch"] == base.base_batch)
+    if len(grid.multipliers) > 1 and base_row["best_multiplier"] in (min(grid.multipliers), max(grid.multipliers)):
+        lines += [f"**The baseline's best rate is at the edge of the grid (×{base_row['best_multiplier']:g}): the "
+                  "base rate is not tuned, so every comparison with it is biased. Widen --rate-multipliers or move "
+                  "--lr, and run the study again in a new OUT.**", ""]
     for s, batch in summary["largest_batch"].items():
         rate = summary["largest_training_lr"][s]
         lines.append(f"- {s.upper()}: largest batch within the margin {batch}; largest peak rate that trains "

@@ -55,6 +55,7 @@ def test_batch_study_writes_records_json_report_and_plots(study_archives, tmp_pa
         assert (out / png).stat().st_size > 1000
     report = (out / "batch.md").read_text()
     assert "largest batch within the margin" in report and "| adpsgd | 32 |" in report and "| adpsgd | 8 |" not in report
+    assert "edge of the grid" in report  # two multipliers: the baseline's best is always at an edge
     # a second session finds every run done and trains nothing
     res = _invoke("batch", *study_archives, out, *args)
     assert res.exit_code == 0 and json.loads((out / "batch.json").read_text())["rows"] == record["rows"]
