@@ -190,7 +190,7 @@ def batch_cmd(ctx: click.Context, archive: Path, valid: Path, out: Path, learner
     with _session("study-batch", out, ctx):
         record = batch_study(base, out, grid, _probes(kw), runner, pdfs)
     click.echo(f"{out}/batch.md: largest batch within {100 * margin:g}% of one learner: " +
-               ", ".join(f"{s.upper()} {b}" for s, b in record["largest_batch"].items()))
+               ", ".join(f"{s.upper()} {'none' if b is None else b}" for s, b in record["largest_batch"].items()))
 
 
 @study.command("lr-range")
