@@ -87,3 +87,23 @@ def test_a_difference_counts_only_beyond_the_seeds_spread():
     lines = verdicts(table, [5.0, 0.0])
     assert "clip 5: ADPSGD diverges at [3.2, 6.4], SSGD at [0.8, 1.6]: higher than SSGD's beyond" in lines[0]
     assert "[1.6, none on the ladder]" in lines[1] and "not distinguishable" in lines[1]
+
+
+def test_the_range_command_writes_json_report_and_plot(study_archives, tmp_path):
+    from click.testing import CliRunner
+
+    from asrtrain.cli.main import cli
+
+    out = tmp_path / "range"
+    res = CliRunner().invoke(cli, ["study", "lr-range", *map(str, study_archives), str(out), "--learners", "4",
+                                   "--batch", "16", "--base-batch", "8", "--lr", "0.2", "--hidden", "8", "--layers",
+                                   "1", "--proj", "0", "--threads", "1", "--min-steps", "2", "--every", "3", "--rungs",
+                                   "8", "--start", "0.5", "--clips", "0", "--seeds", "0", "--held-out-chunks", "16",
+                                   "--sharpness-every", "3", "--sharpness-chunks", "4"])
+    assert res.exit_code == 0, res.output
+    record = json.loads((out / "lr-range.json").read_text())
+    assert [(r["strategy"], r["clip"]) for r in record["table"]] == [("adpsgd", 0.0), ("ssgd", 0.0)]
+    assert all(r["sharpness"] and all(x["step"] % 3 == 0 for x in r["sharpness"]) for r in record["runs"])
+    report = (out / "lr-range.md").read_text()
+    assert "| ssgd | 0 | 0 |" in report and "clip 0: ADPSGD diverges at" in report
+    assert (out / "lr-range.png").stat().st_size > 1000
