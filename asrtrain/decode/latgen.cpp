@@ -54,7 +54,7 @@ template <class T> struct Pool {
   void clear() { items.clear(); free_ids.clear(); }
 };
 
-struct FrameToks { int32_t toks = -1; bool prune_links = true, prune_toks = true; };
+struct FrameToks { int32_t toks = -1; bool prune_links = true, prune_toks = true, ordered = false; };
 
 // The raw lattice: states = surviving tokens in topological order, arcs in CSR.
 struct RawLattice {
@@ -94,6 +94,7 @@ class Search {
       float cutoff = process_emitting(t);
       process_nonemitting(cutoff);
       if (cur_states_.empty()) { failed_ = true; return 2; }
+      order_frame(frame_plus_one());
     }
     finalize();
     return 0;
@@ -150,6 +151,7 @@ class Search {
   std::vector<int32_t> state2tok_, cur_states_, queue_;
   std::vector<std::pair<int32_t, int32_t>> prev_;
   std::vector<float> cost_offsets_, tmp_, frame_cost_;
+  std::vector<int32_t> toks_, order_, indeg_;
   std::unordered_map<int32_t, float> final_costs_;
   float final_best_cost_ = 0.0f;
   bool failed_ = false;
@@ -203,6 +205,32 @@ class Search {
     active_.emplace_back();
     find_or_add(start_, 0.0f, nullptr);
     process_nonemitting(cfg_.beam);
+    order_frame(0);
+  }
+
+  // Once a frame's epsilon links are all made, order its token list so that a token
+  // comes after every token of the frame it links to: the pruning then gets each
+  // token's extra cost in one pass (Kaldi's loops until nothing changes). An epsilon
+  // cycle leaves the frame unordered, and its pruning loops as Kaldi's.
+  void order_frame(int32_t f) {
+    toks_.clear();
+    for (int32_t t = active_[f].toks; t >= 0; t = tp_.items[t].next) toks_.push_back(t);
+    if (indeg_.size() < tp_.items.size()) indeg_.resize(tp_.items.size(), 0);
+    for (int32_t t : toks_)
+      for (int32_t l = tp_.items[t].links; l >= 0; l = lp_.items[l].next)
+        if (lp_.items[l].ilabel == 0) ++indeg_[lp_.items[l].next_tok];
+    order_.clear();
+    for (int32_t t : toks_) if (indeg_[t] == 0) order_.push_back(t);
+    for (size_t i = 0; i < order_.size(); ++i)  // Kahn: sources first
+      for (int32_t l = tp_.items[order_[i]].links; l >= 0; l = lp_.items[l].next)
+        if (lp_.items[l].ilabel == 0 && --indeg_[lp_.items[l].next_tok] == 0)
+          order_.push_back(lp_.items[l].next_tok);
+    for (int32_t t : toks_) indeg_[t] = 0;
+    if (order_.size() != toks_.size()) return;
+    int32_t head = -1;  // the list runs sinks first: the reverse of Kahn's order
+    for (int32_t t : order_) { tp_.items[t].next = head; head = t; }
+    active_[f].toks = head;
+    active_[f].ordered = true;
   }
 
   // GetCutoff over the previous frame's tokens (prev_), as Kaldi's.
@@ -323,6 +351,7 @@ class Search {
         tok.extra_cost = tok_extra;
       }
       if (changed) *extra_changed = true;
+      if (active_[f].ordered) break;  // one pass gave every token its final extra cost
     }
   }
 
@@ -412,6 +441,7 @@ class Search {
         if (!same) changed = true;
         tok.extra_cost = tok_extra;
       }
+      if (active_[last].ordered) break;
     }
     for (int32_t f = last - 1; f >= 0; --f) {
       bool b1 = false, b2 = false;
