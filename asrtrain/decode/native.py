@@ -40,9 +40,10 @@ def build(force: bool = False) -> Path:
     if not force and out.exists() and out.stat().st_mtime >= SOURCE.stat().st_mtime:
         return out
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        raise ConfigError("the lattice decoder needs a C++ compiler (g++) to build "
-                          f"{SOURCE.name}; install g++ or set CXX")
+    if cxx is None or shutil.which(cxx) is None:
+        raise ConfigError("the lattice decoder needs a C++ compiler to build "
+                          f"{SOURCE}: {'CXX=' + cxx + ' is not a program' if cxx else 'no g++'}; "
+                          "install g++ or set CXX")
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".latgen.", suffix=".so", dir=out.parent)
     os.close(fd)

@@ -152,3 +152,18 @@ def test_scores_that_miss_graph_labels_are_refused(mini_lang_dec):
     cols = ours.columns(int((mini_lang_dec / "num_pdfs").read_text()))
     with pytest.raises(InputError, match="utt1: scores of shape"):
         ours.decode(np.zeros((5, 3), np.float32), 0.1, cols, "utt1")
+
+
+def test_build_failures_are_one_line_and_leave_nothing(tmp_path, monkeypatch):
+    from asrtrain.core.errors import ConfigError
+    from asrtrain.decode import native
+
+    src = tmp_path / "latgen.cpp"
+    src.write_text("this is not C++\n")
+    monkeypatch.setattr(native, "SOURCE", src)
+    with pytest.raises(ConfigError, match="building .*latgen.cpp failed"):
+        native.build(force=True)
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-g++"))
+    with pytest.raises(ConfigError, match="is not a program"):
+        native.build(force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latgen.cpp"]

@@ -52,3 +52,29 @@ def test_cli_lattice_options(mini_lang_dec, mini_corpus_dec, tmp_path):
                                    "--oracle", str(mini_lang_dec / "pdf_ali" / "dev.scp"),
                                    "--lattices", "--lattice-beam", "0"])
     assert res.exit_code == 2 and "--lattice-beam" in res.output
+
+
+def test_kaldi_graph_lattices_equal_ours_relabelled(mini_lang_dec, mini_corpus_dec, tmp_path):
+    """On a transition-id copy of HCLG (``--tid2pdf``, a VectorFst) the lattices are ours
+    with each pdf+1 label turned into its transition-id: same words, costs and frames."""
+    import numpy as np
+
+    from asrtrain.decode.kaldi_style import write_kaldi_graph, write_tid2pdf
+
+    graph = tmp_path / "kgraph"
+    tid2pdf = write_kaldi_graph(mini_lang_dec, graph, "vector")
+    tmap = write_tid2pdf(tmp_path / "tid2pdf", mini_lang_dec, tid2pdf, with_phones=True)
+    ours = _config(mini_lang_dec, mini_corpus_dec, tmp_path / "ours", nj=1, lattices=True)
+    decode(ours)
+    kaldi = DecodeConfig(graph=graph, out=tmp_path / "kaldi", oracle=ours.oracle, nj=1,
+                         lmwts=ours.lmwts, wips=ours.wips, lattices=True, tid2pdf=tmap)
+    decode(kaldi)
+    for (k1, a), (k2, b) in zip(read_lattices(ours.out, 1), read_lattices(kaldi.out, 1),
+                                strict=True):
+        assert k1 == k2
+        for f in ("src", "dst", "word", "graph", "acoustic", "ilabel_offsets", "final_offsets"):
+            assert np.array_equal(getattr(a, f), getattr(b, f)), (k1, f)
+        assert np.array_equal(a.ilabels, tid2pdf[b.ilabels] + 1)
+    for name in ("8_0.0", "12_0.5"):
+        assert ((kaldi.out / "hyp" / f"{name}.txt").read_text()
+                == (ours.out / "hyp" / f"{name}.txt").read_text())
