@@ -37,6 +37,7 @@ from asrtrain.decode.grid import (
     wip_name,
 )
 from asrtrain.decode.latgen import DEFAULT_LATTICE_BEAM
+from asrtrain.decode.lattice_job import remove_stale_lattices
 
 log = logging.getLogger("asrtrain.decode")
 
@@ -321,6 +322,7 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
                     for p in parts:
                         fh.write(read_text(p))
     _remove_stale(cfg)
+    remove_stale_lattices(cfg.out, 0)  # lattices of an earlier decode would not match the hyps
     figures = summarize(cfg, stats)
     if cfg.text is not None:
         figures["ref_oov_tokens"] = copy_reference(cfg.text, cfg.out / "ref.txt", graph.words,
@@ -334,6 +336,7 @@ def _finish_lattices(cfg: DecodeConfig, graph: GraphInfo, tmap: Any, stats: list
     """The grid swept on the jobs' lattices; figures as ``decode`` writes them."""
     from asrtrain.decode.lattice_job import lattice_figures, sweep
 
+    remove_stale_lattices(cfg.out, cfg.nj)
     swept = sweep(cfg, graph, tmap, cfg.nj)
     figures = summarize(cfg, stats, passes=1)
     figures.update(lattice_figures(stats, swept, figures["audio_seconds"]))

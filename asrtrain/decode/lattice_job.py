@@ -99,6 +99,16 @@ def _lattices(utts: list[str], cfg: Any, scorer: Any, decoder: Any, columns: Any
         yield utt, lat
 
 
+def remove_stale_lattices(out: Path, nj: int) -> None:
+    """Remove lattice archives of jobs ``nj`` and above (an earlier decode's, with more
+    jobs or one-best hyps now): ``rescore`` reads ``lat.0.gz``, ``lat.1.gz``, … as one decode."""
+    for path in sorted((Path(out) / "lat").glob("lat.*.gz")):
+        job = path.name[len("lat."):-len(".gz")]
+        if not (job.isdigit() and int(job) < nj):
+            log.warning("removing %s of an earlier decode (not a job of this one)", path)
+            path.unlink()
+
+
 def read_lattices(out: Path, nj: int) -> Iterator[tuple[str, WordLattice]]:
     """Every lattice of a decode, in job (utterance) order."""
     from asrtrain.decode.lattice_io import read_archive

@@ -42,12 +42,19 @@ def test_lattices_give_the_one_best_hyps_of_every_setting(mini_lang_dec, mini_co
 
 def test_cli_lattice_options(mini_lang_dec, mini_corpus_dec, tmp_path):
     out = tmp_path / "dec"
+    (out / "lat").mkdir(parents=True)
+    (out / "lat" / "lat.1.gz").write_bytes(b"an earlier decode's")
+    oracle = ["--oracle", str(mini_lang_dec / "pdf_ali" / "dev.scp"), "--lmwt", "10"]
     res = CliRunner().invoke(cli, ["decode", "-", str(mini_lang_dec / "graph"), "-", str(out),
-                                   "--nj", "1", "--oracle", str(mini_lang_dec / "pdf_ali" / "dev.scp"),
-                                   "--lmwt", "10", "--lattices", "--lattice-beam", "6"])
+                                   "--nj", "1", *oracle, "--lattices", "--lattice-beam", "6"])
     assert res.exit_code == 0, res.output
     assert "for the lattices and the sweep" in res.output
     assert (out / "lat" / "lat.0.gz").exists() and (out / "hyp" / "10.txt").exists()
+    assert not (out / "lat" / "lat.1.gz").exists()  # rescore would read it as job 1
+    res = CliRunner().invoke(cli, ["decode", "-", str(mini_lang_dec / "graph"), "-", str(out),
+                                   "--nj", "1", *oracle])
+    assert res.exit_code == 0, res.output
+    assert not list((out / "lat").iterdir())  # one-best hyps now: no lattices to mismatch
     res = CliRunner().invoke(cli, ["decode", "-", str(mini_lang_dec / "graph"), "-", str(out),
                                    "--oracle", str(mini_lang_dec / "pdf_ali" / "dev.scp"),
                                    "--lattices", "--lattice-beam", "0"])
