@@ -200,6 +200,8 @@ class DistributedStrategy(Strategy):
             if time.monotonic() - last_check > CHECK_S:
                 check_alive(members, self.heartbeat)
                 last_check = time.monotonic()
+                if work.settled(members.live):  # the rest is in the hands of learners out of work
+                    return False
             time.sleep(POLL_S * 10)
         return False
 

@@ -92,6 +92,17 @@ class EpochWork:
         finally:
             self.store.delete_key(f"{self.key}/sweeping")
 
+    def settled(self, live: Sequence[int]) -> bool:
+        """Every learner alive is out of work and nothing is left to hand out: what is not finished is
+        held by learners alive as the rest of their last batch (a batch carries over block boundaries),
+        which they train once they stop waiting. Asked only when the epoch's blocks are not all done."""
+        if not self.store.check([f"{self.key}/idle/{r}" for r in live]):
+            return False
+        n = int(self.store.add(f"{self.key}/again", 0))
+        if any(int(self.store.add(f"{self.key}/again/{k}/taken", 0)) == 0 for k in range(n)):
+            return False
+        return not self.orphans(live)
+
     def orphans(self, live: Sequence[int]) -> list[Piece]:
         """Pieces handed out, not finished, not on the again-list, and whose owner is not alive."""
         n = int(self.store.add(f"{self.key}/again", 0))
