@@ -54,12 +54,15 @@ def user_encoding() -> str | None:
     return check_encoding(name) if name else None
 
 
-def not_utf8(data: bytes, exc: UnicodeDecodeError, base: int = 0) -> str:
-    """The one-line problem for ``data`` that does not decode: its line, byte and offset."""
-    offset = base + exc.start
-    line = data.count(b"\n", 0, offset) + 1
-    return (f"line {line}: not UTF-8 text (byte 0x{data[offset]:02X} at byte offset {offset}: {exc.reason}); "
-            f"convert it (iconv -f LATIN1 -t UTF-8) or name its encoding (asrtrain --encoding latin-1 …)")
+def not_utf8(data: bytes, exc: UnicodeDecodeError, base: int = 0, lines_before: int = 0,
+             offset_before: int = 0) -> str:
+    """The one-line problem for ``data`` that does not decode: its line, byte and offset (``data`` may be
+    a block of a file that starts after ``lines_before`` lines and ``offset_before`` bytes)."""
+    at = base + exc.start
+    line = lines_before + data.count(b"\n", 0, at) + 1
+    return (f"line {line}: not UTF-8 text (byte 0x{data[at]:02X} at byte offset {offset_before + at}: "
+            f"{exc.reason}); convert it (iconv -f LATIN1 -t UTF-8) or name its encoding "
+            f"(asrtrain --encoding latin-1 …)")
 
 
 def decode(data: bytes, path: str | os.PathLike[str]) -> str:
@@ -81,6 +84,25 @@ def decode(data: bytes, path: str | os.PathLike[str]) -> str:
     line = data.count(b"\n", 0, base + first.start) + 1
     log.info("%s: not UTF-8 (line %d), read as %s", os.fspath(path), line, encoding)
     return text
+
+
+def decode_block(data: bytes, path: str | os.PathLike[str], lines_before: int = 0, offset_before: int = 0) -> str:
+    """Whole lines of a file read a block at a time (a streamed ARPA of gigabytes), by the rule of
+    :func:`decode` applied to the block; the user's encoding must keep a line end one byte
+    (Latin-1, cp1252: not UTF-16)."""
+    base = len(_BOM) if offset_before == 0 and data.startswith(_BOM) else 0
+    try:
+        return data[base:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        encoding = user_encoding()
+        if encoding is None:
+            raise InputError(not_utf8(data, exc, base, lines_before, offset_before), path) from None
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = lines_before + data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"line {line}: neither UTF-8 nor {encoding} (byte 0x{data[exc.start]:02X} at byte "
+                         f"offset {offset_before + exc.start}: {exc.reason})", path) from None
 
 
 def read_text(path: str | os.PathLike[str]) -> str:

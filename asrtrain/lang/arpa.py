@@ -30,6 +30,7 @@ from typing import IO
 import numpy as np
 
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import decode_block
 
 log = logging.getLogger("asrtrain.lang.arpa")
 
@@ -89,6 +90,7 @@ class _Lines:
         self.lineno = 0
         self.rest = b""
         self.eof = False
+        self.offset = 0  # bytes of the (decompressed) file before the next block
 
     def _fill(self) -> bool:
         """Read the next block; False at the end of the file."""
@@ -111,12 +113,9 @@ class _Lines:
                 self.rest = data
                 return self._fill()
             data, self.rest = data[:cut], data[cut + 1:]
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = self.lineno + data.count(b"\n", 0, exc.start) + 1
-            raise InputError(f"line {line}: not UTF-8 (byte 0x{data[exc.start]:02X})",
-                             self.path) from None
+        lines_before = self.lineno + (len(self.block) - self.at)  # lines of earlier blocks
+        text = decode_block(data, self.path, lines_before, self.offset)
+        self.offset += len(data) + 1  # and the line end it was cut at
         self.block, self.at = text.split("\n"), 0
         return True
 

@@ -98,6 +98,17 @@ def _align_lexicon(path: Path) -> Any:
     return read_align_lexicon(path, {"sil": 1, "a": 2, "b": 3})
 
 
+def _arpa(path: Path) -> Any:
+    from asrtrain.lang.arpa import ArpaReader
+
+    reader = ArpaReader(path, {"<s>": 1, "</s>": 2, "a": 3, "é": 4})
+    return [list(chunk.__dict__.values()) for chunk in reader.read()], reader.stats.__dict__
+
+
+ARPA = ["\\data\\", "ngram 1=4", "", "\\1-grams:", "-1.0 <s> -0.5", "-1.0 </s>", "-1.0 a -0.5", "-1.0 é -0.5",
+        "", "\\end\\"]
+
+
 # (name of the file, its lines, the reader); line 3 holds the byte
 CASES: list[tuple[str, list[str], Callable[[Path], Any]]] = [
     ("data/text", ["u1 a b", "u2 b", "u3 café"], _data_table("text")),
@@ -182,3 +193,18 @@ def test_score_refuses_latin1_and_reads_it_with_encoding(tmp_path):
                            str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "0.00" in proc.stdout  # café (Latin-1) and café (UTF-8) are the same word
+
+
+def test_a_streamed_arpa_names_line_and_offset_and_reads_with_the_encoding(tmp_path, monkeypatch):
+    """ARPA files are read a block at a time (gigabytes): the same rule, by block."""
+    from asrtrain.lang import arpa
+
+    monkeypatch.delenv(ENCODING_ENV, raising=False)
+    monkeypatch.setattr(arpa, "BLOCK_BYTES", 16)  # the file read in many blocks: lines and offsets counted over them
+    path = _write(tmp_path / "lm.arpa", ARPA, bad_line=8)
+    with pytest.raises(InputError) as err:
+        _arpa(path)
+    assert str(err.value).startswith(f"{path}: line 8: not UTF-8 text (byte 0xE9 at byte offset {_offset(path)}")
+    monkeypatch.setenv(ENCODING_ENV, "latin-1")
+    _, stats = _arpa(path)
+    assert stats["kept"] == [4] and not stats["oov_words"]  # é read as the vocabulary's é
