@@ -1,6 +1,6 @@
 """Lattice generation on HCLG: one search per utterance, a word lattice out.
 
-The search and the determinization are ``latgen.cpp`` (Kaldi's LatticeFasterDecoder and
+The search and the determinization are C++ in ``csrc/`` (Kaldi's LatticeFasterDecoder and
 DeterminizeLatticePruned written over OpenFst's ConstFst arrays), reached through ctypes
 (``native.py``). HCLG's ConstFst bytes are handed to it as they are on disk: the states
 array is already a CSR index into the arcs array. The search runs at acoustic scale

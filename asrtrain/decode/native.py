@@ -1,10 +1,10 @@
-"""The lattice generator's C++ library (``latgen.cpp``): built with g++, loaded with ctypes.
+"""The lattice generator's C++ library (``csrc/``): built with g++, loaded with ctypes.
 
 ``make install`` builds it (``python -m asrtrain.decode.native``); a checkout or an
-install without it builds it on first use. The library goes beside its source when the
-package directory is writable, else under ``~/.cache/asrtrain``; it is written to a
+install without it builds it on first use. The library goes beside its sources when
+that directory is writable, else under ``~/.cache/asrtrain``; it is written to a
 temporary name and renamed, so parallel decode jobs never load a half-written file, and
-rebuilt when the source is newer. No Python fallback: a token-passing search in Python
+rebuilt when a source is newer. No Python fallback: a token-passing search in Python
 runs orders of magnitude slower than real time on HCLG (DESIGN.md, "Lattices").
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from asrtrain.core.errors import ConfigError
 
-SOURCE = Path(__file__).with_name("latgen.cpp")
+SOURCE = Path(__file__).with_name("csrc") / "latgen.cpp"  # includes the .h beside it
 CXXFLAGS = ["-O3", "-std=c++17", "-shared", "-fPIC"]
 _LIB: ctypes.CDLL | None = None
 
@@ -37,7 +37,8 @@ def library_path() -> Path:
 def build(force: bool = False) -> Path:
     """Compile ``latgen.cpp`` unless an up-to-date library exists; returns its path."""
     out = library_path()
-    if not force and out.exists() and out.stat().st_mtime >= SOURCE.stat().st_mtime:
+    newest = max(p.stat().st_mtime for p in SOURCE.parent.glob("*.[ch]*"))
+    if not force and out.exists() and out.stat().st_mtime >= newest:
         return out
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     if cxx is None or shutil.which(cxx) is None:

@@ -1,4 +1,4 @@
-"""The lattice generator (``decode/latgen.cpp``) against Kaldi's own decoders on the mini
+"""The lattice generator (``decode/csrc/``) against Kaldi's own decoders on the mini
 graph: the word sequences, their best costs and alignments against the raw lattice of
 kaldi-decoder's LatticeSimpleDecoder (Kaldi's code), the best path against its
 FasterDecoder."""
