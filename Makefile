@@ -57,4 +57,5 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info recipes/synth/exp recipes/synth/data
+	rm -f asrtrain/decode/csrc/_latgen.so
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
