@@ -36,6 +36,7 @@ from typing import Any
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import ConfigError
 from asrtrain.core.progress import Progress
+from asrtrain.core.textio import read_text
 from asrtrain.study.probes import Chain, ProbeConfig, Probes
 from asrtrain.study.simulate import SimConfig, SimTrainer, simulate
 from asrtrain.train import checkpoint
@@ -87,7 +88,7 @@ def difference(a: Any, b: Any, where: str = "") -> str | None:
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return json.loads(read_text(path))
 
 
 def write_json(path: Path, value: Any) -> None:
