@@ -51,11 +51,12 @@ def test_non_utf8_lexicon_and_bad_min_count_name_the_problem(mini_corpus_dec, tm
 
     dict_dir = tmp_path / "dict"
     shutil.copytree(mini_corpus_dec / "dict", dict_dir)
+    line = len((dict_dir / "lexicon.txt").read_bytes().splitlines()) + 1
     with open(dict_dir / "lexicon.txt", "ab") as fh:
         fh.write("CAFÉ k a f e\n".encode("latin-1"))
     args = [dict_dir, mini_corpus_dec / "lm_text", mini_corpus_dec, tmp_path / "lang"]
     proc = run_cli("prepare", "lang", *args)
-    one_error(proc.stderr, 1, proc.returncode, f"{dict_dir / 'lexicon.txt'}: not UTF-8 text", "iconv")
+    one_error(proc.stderr, 1, proc.returncode, f"{dict_dir / 'lexicon.txt'}: line {line}: not UTF-8 text (byte 0xC9 at byte offset", "iconv")
     proc = run_cli("prepare", "lang", mini_corpus_dec / "dict", *args[1:], "--min-count", "x")
     one_error(proc.stderr, 1, proc.returncode, "--min-count 'x': expected integers separated by commas")
     assert not (tmp_path / "lang" / "graph").exists()
