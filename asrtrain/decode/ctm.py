@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from asrtrain.core.errors import InputError
 from asrtrain.core.textio import read_lines
 
 FRAME_SHIFT = 0.01
@@ -77,9 +78,13 @@ def phone_segments(pdfs: list[int], pdf_info: list[tuple[int, int]]) -> list[tup
 def read_align_lexicon(path: Path, phone_ids: dict[str, int]) -> dict[str, list[tuple[int, ...]]]:
     """word → its pronunciations as phone-id tuples."""
     prons: dict[str, list[tuple[int, ...]]] = defaultdict(list)
-    for line in read_lines(path):
+    for n, line in enumerate(read_lines(path), 1):
         parts = line.split()
         if len(parts) >= 2:
+            unknown = [p for p in parts[1:] if p not in phone_ids]
+            if unknown:
+                raise InputError(f"line {n}: phone {unknown[0]!r} of {parts[0]!r} is not in the "
+                                 "graph's phones.txt (lexicon and graph from different lang dirs?)", path)
             prons[parts[0]].append(tuple(phone_ids[p] for p in parts[1:]))
     return dict(prons)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from click.testing import CliRunner
 
 from asrtrain.cli.main import cli
@@ -92,3 +95,13 @@ def test_decode_values_that_cannot_be_right_are_usage_errors(mini_lang_dec, tmp_
         assert "Traceback" not in res.output
         if message:
             assert message in res.output, res.output
+
+
+def test_align_lexicon_with_a_phone_the_graph_lacks_is_one_line(tmp_path: Path) -> None:
+    from asrtrain.core.errors import InputError
+    from asrtrain.decode.ctm import read_align_lexicon
+
+    path = tmp_path / "align_lexicon.txt"
+    path.write_text("YES YES y\nNO NO n\n")
+    with pytest.raises(InputError, match=r"line 2: phone 'n' of 'NO' is not in the graph's phones.txt"):
+        read_align_lexicon(path, {"y": 1})
