@@ -102,6 +102,6 @@ def test_align_lexicon_with_a_phone_the_graph_lacks_is_one_line(tmp_path: Path) 
     from asrtrain.decode.ctm import read_align_lexicon
 
     path = tmp_path / "align_lexicon.txt"
-    path.write_text("YES YES y\nNO NO n\n")
+    path.write_text("YES y\nNO n\n")
     with pytest.raises(InputError, match=r"line 2: phone 'n' of 'NO' is not in the graph's phones.txt"):
         read_align_lexicon(path, {"y": 1})
