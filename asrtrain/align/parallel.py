@@ -25,6 +25,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -129,6 +130,11 @@ class Shard:
         from asrtrain.align.sat_feats import held_out_transforms
 
         return held_out_transforms(mixture, self.utts, front)
+
+    def write_features(self, out: Path, front: FrontEnd, part: int) -> dict[str, str]:
+        from asrtrain.align.sat_feats import write_part
+
+        return write_part(out, self.utts, front, part)
 
 
 def _serve(conn: Any, utts: Utterances, dags: dict[str, PhoneDag]) -> None:
@@ -235,6 +241,7 @@ class Jobs:
                  workers: Workers | None = None, what: str = "") -> None:
         self.dags = dags
         self.workers = workers
+        self.data, self.order = utts.data, list(utts.feats)
         shares = [utts.subset(part) for part in split_speakers(utts, nj)]
         self.parts = [[u for u in dags if u in share.feats] for share in shares]
         self.alignments: dict[str, Alignment] = {}
@@ -406,6 +413,23 @@ class Jobs:
     def held_out_fmllr(self, mixture: DiagGMM, front: FrontEnd) -> dict[str, np.ndarray]:
         """Every speaker's fMLLR without transcripts, see ``sat_feats.held_out_transforms``."""
         return _merged(self.call("held_out_fmllr", mixture, front))
+
+
+    def write_features(self, out: Path, front: FrontEnd) -> int:
+        """Every utterance's features under ``front``: each job writes its own ark (in
+        parallel: a large corpus' features are too many to write from one process),
+        then ``out/feats.scp`` in the data dir's order, once every part is complete."""
+        from asrtrain.align.sat_feats import write_scp
+
+        (out / "feats.scp").unlink(missing_ok=True)   # never pointing into arks being rewritten
+        if self._local is not None:
+            parts = [self._local.write_features(out, front, 1)]
+        else:
+            for i in range(self.nj):
+                self._send(i, self._message("write_features", out, front, i + 1))
+            parts = self._gather()
+        entries = {u: where for part in parts for u, where in part.items()}
+        return write_scp(out, self.data, [(u, entries[u]) for u in self.order])
 
 
 def _merged(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -147,22 +147,21 @@ def write_sat_features(out: Path, sat: Rung, splits: dict[str, Split], train: Sp
     """``out/<split>/feats.scp``: LDA+MLLT+fMLLR features from the SAT model, training
     speakers with their SAT transforms, the others estimated without transcripts (in
     ``nj`` jobs of whole speakers: a speaker's EM against every Gaussian is the costly
-    part). The features are written here, one utterance at a time where the jobs hold
-    the corpus (each read again from the data dir)."""
+    part), each job writing its speakers' features."""
     from asrtrain.align import sat_feats
 
     mixture = sat_feats.model_mixture(sat.model, pdf_frames)
     written = {}
     for split in splits.values():
         front = FrontEnd(deltas=False, context=sat.front.context, lda=sat.front.lda)
-        if split is train:
-            front.fmllr = dict(sat.front.fmllr)
-        else:
-            with Jobs(split.utts, split.dags, nj, workers, f"{split.name} SAT fMLLR") as jobs:
+        with Jobs(split.utts, split.dags, nj, workers, f"{split.name} SAT features") as jobs:
+            if split is train:
+                front.fmllr = dict(sat.front.fmllr)
+            else:
                 front.fmllr = jobs.held_out_fmllr(mixture, front)
-            log.info("%s: SAT fMLLR of %d held-out speakers estimated in %d jobs", split.name,
-                     len(front.fmllr), jobs.nj)
-        written[split.name] = sat_feats.write_split(out / split.name, split.utts, front)
+                log.info("%s: SAT fMLLR of %d held-out speakers estimated in %d jobs",
+                         split.name, len(front.fmllr), jobs.nj)
+            written[split.name] = jobs.write_features(out / split.name, front)
     return written
 
 

@@ -18,11 +18,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asrtrain.adapt.featio import copy_tables, write_matrices
+from asrtrain.adapt.featio import copy_tables
 from asrtrain.adapt.fmllr import COPIED, estimate
 from asrtrain.adapt.gmm import DiagGMM
 from asrtrain.align.am import AcousticModel
 from asrtrain.align.feats import FrontEnd, Utterances
+from asrtrain.core.atomic import write_text
+from asrtrain.core.textio import read_text
 
 log = logging.getLogger("asrtrain.align")
 
@@ -52,9 +54,24 @@ def held_out_transforms(mixture: DiagGMM, utts: Utterances, front: FrontEnd
     return out
 
 
-def write_split(out: Path, utts: Utterances, front: FrontEnd) -> int:
-    """``out/feats.scp`` of the adapted features and the data dir's tables."""
-    out.mkdir(parents=True, exist_ok=True)
-    copy_tables(utts.data, out, COPIED)
-    items = ((u, front.apply(m, utts.utt2spk[u])) for u, m in utts.feats.items())
-    return write_matrices(out / "feats.scp", items)
+def write_part(out: Path, utts: Utterances, front: FrontEnd, part: int) -> dict[str, str]:
+    """One job's utterances, adapted, into ``out/data/feats.<part>.ark``; their scp
+    entries (``write_scp`` makes ``feats.scp`` of every part once all are complete)."""
+    import kaldiio
+
+    ark = (out / "data" / f"feats.{part}.ark").resolve()
+    ark.parent.mkdir(parents=True, exist_ok=True)
+    scp = ark.with_suffix(".scp.part")
+    with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}") as writer:
+        for utt, mat in utts.feats.items():
+            writer(utt, front.apply(mat, utts.utt2spk[utt]))
+    entries = dict(line.split(" ", 1) for line in read_text(scp).splitlines())
+    scp.unlink()
+    return entries
+
+
+def write_scp(out: Path, data: Path, entries: list[tuple[str, str]]) -> int:
+    """``out/feats.scp`` (atomically, in this order) and the data dir's tables."""
+    copy_tables(data, out, COPIED)
+    write_text(out / "feats.scp", "".join(f"{u} {where}\n" for u, where in entries))
+    return len(entries)
