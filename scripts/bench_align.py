@@ -24,6 +24,10 @@ Usage (the demo's corpus, after its stages 0-1)::
     .venv/bin/python scripts/bench_align.py --report recipes/synth/exp/ali/report.json
     .venv/bin/python scripts/bench_align.py --corpus recipes/synth/data/corpus \
         --mfcc recipes/synth/data/mfcc --out /tmp/bench_nj --nj 1 2 -- --gauss 6000 --iters 15
+    # the jobs as separate programs on TCP, as on a cluster (prepare align --job-cmd)
+    .venv/bin/python scripts/bench_align.py --corpus recipes/synth/data/corpus \\
+        --mfcc recipes/synth/data/mfcc --out /tmp/bench_tcp --nj 2 -- --gauss 6000 --iters 15 \\
+        --job-cmd env --listen 127.0.0.1
 """
 
 from __future__ import annotations
