@@ -79,10 +79,13 @@ lr_schedule=paper
 strategy=h-adpsgd
 nproc=4
 group_size=2
-# decoding: LM weights and word insertion penalties swept on dev and test, picked on dev;
-# each pair is a decoding pass (no lattices yet), so the grid is coarse: 10 passes
-lmwt=6,9,12,15,18
-wip=0.0,1.0
+# decoding: one lattice search per utterance, every LM weight and word insertion penalty
+# read off the lattices (Kaldi's score.sh grid, wider), swept on dev and test, picked on dev;
+# lattices=false decodes once per pair instead
+lattices=true
+lattice_beam=8
+lmwt=4:20
+wip=0.0,0.5,1.0
 beam=13
 max_active=7000
 
@@ -90,6 +93,7 @@ max_active=7000
 . ./path.sh
 . ./cmd.sh
 . ../utils/stage.sh
+. ../utils/lattice_opts.sh
 [ -n "$ali_nj" ] || ali_nj=$nj
 [ -n "$ali_job_cmd" ] || ali_job_cmd=$align_cmd
 
@@ -250,7 +254,8 @@ if want_stage 7; then
     done_or_run "decode-$split" "$model/decode_$split" \
       $decode_cmd "$model/decode_$split/log/run.log" \
         asrtrain decode "$model/final.pt" "$lang/graph" "$archives/$split.h5" "$model/decode_$split" \
-          "${text_opt[@]}" --nj "$nj" --lmwt "$lmwt" --wip "$wip" --beam "$beam" --max-active "$max_active"
+          "${text_opt[@]}" --nj "$nj" --lmwt "$lmwt" --wip "$wip" --beam "$beam" --max-active "$max_active" \
+          "${lattice_opt[@]}"
   done
   took 7
 fi

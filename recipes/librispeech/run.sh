@@ -67,6 +67,9 @@ topology=ring
 acwt=0.1
 lmwt=8:15
 wip=0.0,0.5,1.0
+# one lattice search per utterance, the grid read off the lattices (false: a pass per setting)
+lattices=true
+lattice_beam=8
 # alignment jobs (the speakers split among them): processes here, or each started by
 # align_job_cmd (empty: cmd.sh's align_cmd, an srun task each under cmd_backend=slurm)
 align_nj=2
@@ -79,6 +82,7 @@ decode_nj=4
 . ./path.sh
 . ./cmd.sh
 . ../utils/stage.sh
+. ../utils/lattice_opts.sh
 [ -n "$align_job_cmd" ] || align_job_cmd=$align_cmd
 
 manifests=$data/manifests
@@ -197,7 +201,7 @@ if want_stage 7; then
       $decode_cmd "$model/decode_$split/log/run.log" \
         asrtrain decode "$model/final.pt" "$lang/graph" "$archives/$split.h5" "$model/decode_$split" \
           --text "$data/$split/text" --nj "$decode_nj" --acwt "$acwt" --lmwt "$lmwt" --wip "$wip" \
-          --beam "$beam" --max-active "$max_active"
+          --beam "$beam" --max-active "$max_active" "${lattice_opt[@]}"
   done
 fi
 

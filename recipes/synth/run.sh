@@ -78,6 +78,9 @@ topology=ring
 acwt=0.1
 lmwt=8:15
 wip=0.0,0.5,1.0
+# one lattice search per utterance, the grid read off the lattices (false: a pass per setting)
+lattices=true
+lattice_beam=8
 beam=13
 max_active=7000
 decode_nj=2
@@ -86,6 +89,7 @@ decode_nj=2
 . ./path.sh
 . ./cmd.sh
 . ../utils/stage.sh
+. ../utils/lattice_opts.sh
 
 corpus=$data/corpus
 case "$alignments" in
@@ -210,7 +214,7 @@ if want_stage 6; then
       $decode_cmd "$model/decode_$split/log/run.log" \
         asrtrain decode "$model/final.pt" "$lang/graph" "$archives/$split.h5" "$model/decode_$split" \
           --text "$corpus/$split/text" --nj "$decode_nj" --acwt "$acwt" --lmwt "$lmwt" --wip "$wip" \
-          --beam "$beam" --max-active "$max_active"
+          --beam "$beam" --max-active "$max_active" "${lattice_opt[@]}"
   done
 fi
 

@@ -67,6 +67,9 @@ topology=ring
 # decoding
 acwt=0.1
 lmwt=20:50
+# one lattice search per utterance, the 31 weights read off the lattices (false: 31 passes)
+lattices=true
+lattice_beam=8
 beam=13
 max_active=7000
 decode_nj=2
@@ -75,6 +78,7 @@ decode_nj=2
 . ./path.sh
 . ./cmd.sh
 . ../utils/stage.sh
+. ../utils/lattice_opts.sh
 
 lang=$data/lang
 ali=$exp/ali
@@ -172,7 +176,7 @@ if want_stage 7; then
     $decode_cmd "$model/decode_test/log/run.log" \
       asrtrain decode "$model/final.pt" "$lang/graph" "$archives/test.h5" "$model/decode_test" \
         --text "$data/test/text" --nj "$decode_nj" --acwt "$acwt" --lmwt "$lmwt" \
-        --beam "$beam" --max-active "$max_active"
+        --beam "$beam" --max-active "$max_active" "${lattice_opt[@]}"
   took 7
 fi
 
