@@ -7,8 +7,7 @@ from pathlib import Path
 import click
 
 from asrtrain.cli.options import POSITIVE, config_option, resolved_params
-from asrtrain.decode.grid import DEFAULT_LMWT, DEFAULT_WIP
-from asrtrain.decode.latgen import DEFAULT_LATTICE_BEAM
+from asrtrain.decode.grid import DEFAULT_LATTICE_BEAM, DEFAULT_LMWT, DEFAULT_WIP
 
 
 @click.command()

@@ -27,6 +27,7 @@ from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.core.textio import read_lines, read_text
 from asrtrain.decode.graph_dir import GraphInfo, load_tid2pdf
 from asrtrain.decode.grid import (
+    DEFAULT_LATTICE_BEAM,
     DEFAULT_LMWT,
     DEFAULT_WIP,
     lmwt_name,
@@ -36,7 +37,6 @@ from asrtrain.decode.grid import (
     settings,
     wip_name,
 )
-from asrtrain.decode.latgen import DEFAULT_LATTICE_BEAM
 from asrtrain.decode.lattice_job import remove_stale_lattices
 
 log = logging.getLogger("asrtrain.decode")

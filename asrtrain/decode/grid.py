@@ -16,6 +16,8 @@ from asrtrain.core.errors import ConfigError
 
 #: ``--lmwt`` when none is given (Kaldi's ``local/score.sh`` sweeps 7..17 on real speech).
 DEFAULT_LMWT = "8:15"
+#: Kaldi's ``--lattice-beam`` of its recipes' decode.sh.
+DEFAULT_LATTICE_BEAM = 8.0
 #: ``--wip`` when none is given: penalty 0 only, i.e. the outputs of a decode without one.
 DEFAULT_WIP = "0.0"
 

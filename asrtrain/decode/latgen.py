@@ -19,10 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from asrtrain.core.errors import InputError
+from asrtrain.decode.grid import DEFAULT_LATTICE_BEAM
 from asrtrain.decode.lattice import WordLattice
 
-#: Kaldi's ``--lattice-beam`` of its recipes' decode.sh.
-DEFAULT_LATTICE_BEAM = 8.0
 #: Output states of one determinized lattice before its beam is narrowed (Kaldi bounds
 #: the determinizer's memory the same way, ``--max-mem``).
 DET_MAX_STATES = 200_000
