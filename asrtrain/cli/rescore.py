@@ -37,7 +37,7 @@ def rescore(ctx: click.Context, old_lm: Path, new_lm: Path, graph: Path, latdir:
     lm_first/ of `prepare lang --prune-*`), NEW_LM a lang dir (its full LM, lm_full/);
     either may also be an LM store directory or an ARPA file over GRAPH's words.txt.
 
-    OUT is a decode directory (lat.N.gz, hyp/<name>.txt, ctm/<name>.ctm, ref.txt):
+    OUT is a decode directory (lat/lat.<job>.gz, hyp/<name>.txt, ctm/<name>.ctm, ref.txt):
     `asrtrain score --sweep OUT` gives the WER per setting.
     """
     from asrtrain.core.errors import ConfigError
