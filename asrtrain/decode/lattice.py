@@ -16,6 +16,7 @@ frames it spans, one label per frame; a final weight may carry a string too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,6 +186,11 @@ class WordLattice:
             arcs.append(a)
             s = int(self.src[a])
         arcs.reverse()
+        return self.path(arcs, end, float(total[end]))
+
+    def path(self, arcs: Sequence[int], end: int, cost: float) -> BestPath:
+        """The path through ``arcs`` ending in final state ``end`` as ``ctm.BestPath``: input
+        labels minus one per frame, the words, the frame each word's arc starts at."""
         pdfs: list[int] = []
         words: list[int] = []
         frames: list[int] = []
@@ -192,6 +198,6 @@ class WordLattice:
             if self.word[a]:
                 words.append(int(self.word[a]))
                 frames.append(len(pdfs))
-            pdfs.extend(int(x) - 1 for x in self.arc_string(a))
-        pdfs.extend(int(x) - 1 for x in self.final_string(end))
-        return BestPath(pdfs=pdfs, words=words, word_frames=frames, cost=float(total[end]))
+            pdfs.extend((self.arc_string(a) - 1).tolist())
+        pdfs.extend((self.final_string(end) - 1).tolist())
+        return BestPath(pdfs=pdfs, words=words, word_frames=frames, cost=cost)

@@ -107,21 +107,6 @@ def forward(lat: WordLattice, arc_cost: np.ndarray, lv: Levels | None = None) ->
     return best, back
 
 
-def path_from_arcs(lat: WordLattice, arcs: Sequence[int], end: int, cost: float) -> BestPath:
-    """The path through ``arcs`` ending in final state ``end`` as ``ctm.BestPath``: input
-    labels minus one per frame, the words, the frame each word's arc starts at."""
-    pdfs: list[int] = []
-    words: list[int] = []
-    frames: list[int] = []
-    for a in arcs:
-        if lat.word[a]:
-            words.append(int(lat.word[a]))
-            frames.append(len(pdfs))
-        pdfs.extend((lat.arc_string(a) - 1).tolist())
-    pdfs.extend((lat.final_string(end) - 1).tolist())
-    return BestPath(pdfs=pdfs, words=words, word_frames=frames, cost=cost)
-
-
 def best_paths(lat: WordLattice, grid: Sequence[tuple[float, float]]) -> list[BestPath | None]:
     """The best path of each (LM weight, penalty) of ``grid``, None where the lattice has
     no complete path: ``lattice-best-path`` after scaling and penalty, for all at once."""
@@ -147,7 +132,7 @@ def best_paths(lat: WordLattice, grid: Sequence[tuple[float, float]]) -> list[Be
             arcs.append(a)
             s = int(src[a])
         arcs.reverse()
-        out.append(path_from_arcs(lat, arcs, end, cost))
+        out.append(lat.path(arcs, end, cost))
     return out
 
 
