@@ -349,12 +349,9 @@ def _finish_lattices(cfg: DecodeConfig, graph: GraphInfo, tmap: Any, stats: list
 
 def _remove_stale(cfg: DecodeConfig) -> None:
     """Drop hyps/CTMs of settings this run did not decode (a scoring sweep reads them all)."""
-    wanted = {name for _, _, name in settings(cfg.lmwts, cfg.wips)}
-    for kind, ext in (("hyp", ".txt"), ("ctm", ".ctm")):
-        for path in sorted((cfg.out / kind).glob(f"*{ext}")):
-            if path.name[: -len(ext)] not in wanted:
-                log.warning("removing %s of an earlier decode (setting not in this run)", path)
-                path.unlink()
+    from asrtrain.decode.lattice_sweep import remove_other_settings
+
+    remove_other_settings(cfg.out, {name for _, _, name in settings(cfg.lmwts, cfg.wips)})
     if cfg.text is None and (cfg.out / "ref.txt").exists():
         log.warning("%s is from an earlier decode (no --text given now)", cfg.out / "ref.txt")
 
