@@ -266,8 +266,13 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
         writer.write_checksums()
         skipped.update(_aligned_without_features(ali, set(utts), log))
         if not index["utt_ids"]:
-            raise InputError(f"no utterance could be used ({len(skipped)} skipped, first "
-                             f"{next(iter(skipped.items()), ('', ''))}")
+            reasons: dict[str, int] = {}
+            for reason in skipped.values():
+                reasons[reason] = reasons.get(reason, 0) + 1
+            first = next(iter(skipped), "")
+            raise InputError("no utterance could be used: " + ", ".join(
+                f"{n} {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+                + f" (e.g. {first!r}); do the features and alignments describe the same utterances?")
         mean, var = moments.result()
         _write_tables(h5, index, skipped, priors if ali is not None else None, mean, var)
         attrs = {"format": FORMAT, "format_version": FORMAT_VERSION, "chunk": chunk,

@@ -218,3 +218,12 @@ def test_archive_records_the_tree_of_its_targets(tmp_path: Path) -> None:
     header = Archive(tmp_path / "a.h5").header
     assert header["tree_id"] == "0123456789abcdef"
     assert model_tree_id({"tree_id": header["tree_id"]}) == "0123456789abcdef"
+
+
+def test_alignments_of_other_utterances_are_one_line_with_the_reasons(tmp_path: Path) -> None:
+    src = make_streams(tmp_path / "src", [10, 12])
+    other = make_streams(tmp_path / "other", [10, 12])
+    (other["ali_scp"]).write_text(Path(other["ali_scp"]).read_text().replace("spk", "zz"))
+    with pytest.raises(InputError, match=r"no utterance could be used: 2 no alignment, 2 alignment only"):
+        write_archive(tmp_path / "x.h5", [Stream("a", src["a_scp"])], str(other["ali_scp"]), 7)
+    assert not (tmp_path / "x.h5").exists()
