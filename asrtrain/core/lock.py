@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import shlex
+import signal
 import socket
 import sys
 import threading
@@ -240,6 +241,9 @@ class OutputLock:
         self._beat.start()
 
     def _heartbeat(self) -> None:
+        # signals are the main thread's: one delivered to this thread would set Python's flag
+        # without interrupting the main thread's blocking read, so Ctrl-C there would hang
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         while not self._stop.wait(HEARTBEAT_S):
             try:
                 os.utime(self.path)
