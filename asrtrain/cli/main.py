@@ -8,7 +8,14 @@ unreadable files) print one line ``Error: …`` and exit 1; usage errors exit 2
 from __future__ import annotations
 
 import logging
+import os
 import sys
+
+# numpy's OpenBLAS starts a thread at import that does not block signals: a Ctrl-C the kernel
+# hands to it sets Python's flag but leaves the main thread's blocking read (a FIFO, a
+# stalled disk) uninterrupted, and the command hangs. asrtrain's numpy work is small; its
+# heavy products run in torch, whose threads are set per command (--threads).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from typing import Any
 
 import click

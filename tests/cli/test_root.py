@@ -78,8 +78,11 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, one_error) -> None:
     ref.write_text("u1 HELLO WORLD\n")
     os.mkfifo(hyp)
     exe = os.path.join(os.path.dirname(sys.executable), "asrtrain")
+    # a user's terminal gives SIGINT its default disposition; a test runner started in the
+    # background by a non-interactive shell ignores it, and its children would inherit that
     proc = subprocess.Popen([exe, "score", str(ref), str(hyp), str(tmp_path / "out")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while True:  # a FIFO opens for writing without blocking only once a reader has it open
         try:
