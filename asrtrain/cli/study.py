@@ -23,24 +23,24 @@ _ARCHIVE = click.Path(exists=True, dir_okay=False, path_type=Path)
 _OUT = click.Path(file_okay=False, path_type=Path)
 
 
-def _ints(text: str) -> list[int]:
+def _numbers(text: str, kind: type, low: float, need: str) -> list:
+    """Comma-separated ``kind`` values of at least ``low``; ``need`` names them in the error."""
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        values = [kind(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise click.BadParameter(f"{text!r}: expected integers separated by commas") from None
-    if not values or min(values) < 1:
-        raise click.BadParameter(f"{text!r}: expected positive integers")
+        plural = "integers" if kind is int else "numbers"
+        raise click.BadParameter(f"{text!r}: expected {plural} separated by commas") from None
+    if not values or min(values) < low:
+        raise click.BadParameter(f"{text!r}: expected {need}")
     return values
+
+
+def _ints(text: str) -> list[int]:
+    return _numbers(text, int, 1, "positive integers")
 
 
 def _floats(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: expected numbers separated by commas") from None
-    if not values or min(values) < 0:
-        raise click.BadParameter(f"{text!r}: expected numbers >= 0")
-    return values
+    return _numbers(text, float, 0, "numbers >= 0")
 
 
 def _names(text: str) -> list[str]:
