@@ -148,6 +148,18 @@ class JobStats:
     beam_reductions: int = 0
 
 
+def score_utterance(utt: str, scorer: Any, cfg: DecodeConfig, stats: JobStats) -> np.ndarray:
+    """``utt``'s checked scores (model or oracle), counted in the job's stats."""
+    from asrtrain.decode.loglikes import check_scores
+
+    t0 = time.perf_counter()
+    scores = check_scores(utt, scorer(utt), scorer.num_pdfs, cfg.model or cfg.oracle)
+    stats.score_seconds += time.perf_counter() - t0
+    stats.utterances += 1
+    stats.frames += scores.shape[0]
+    return scores
+
+
 def load_decoders(cfg: DecodeConfig, job: int, stats: JobStats) -> dict[float, Any]:
     """One FasterDecoder per penalty, each on its own copy of HCLG (``decode/penalty.py``):
     a job holds ``len(wips)`` graphs in memory, so each utterance is scored only once."""
@@ -177,7 +189,6 @@ def run_job(job: int, utts: list[str], cfg: DecodeConfig, progress: Any = None) 
 
     from asrtrain.decode.ctm import ctm_lines
     from asrtrain.decode.kaldi_graph import expand
-    from asrtrain.decode.loglikes import check_scores
 
     handler = _job_log(cfg.out, job)
     try:
@@ -189,11 +200,7 @@ def run_job(job: int, utts: list[str], cfg: DecodeConfig, progress: Any = None) 
         hyps: dict[str, list[str]] = {name: [] for _, _, name in grid}
         ctms: dict[str, list[str]] = {name: [] for _, _, name in grid}
         for utt in utts:
-            t0 = time.perf_counter()
-            scores = check_scores(utt, scorer(utt), scorer.num_pdfs, cfg.model or cfg.oracle)
-            stats.score_seconds += time.perf_counter() - t0
-            stats.utterances += 1
-            stats.frames += scores.shape[0]
+            scores = score_utterance(utt, scorer, cfg, stats)
             for w in cfg.lmwts:
                 t0, c0 = time.perf_counter(), time.process_time()
                 # a Kaldi graph: one gather of the scaled pdf matrix to transition-id columns

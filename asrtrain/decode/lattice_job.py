@@ -64,15 +64,11 @@ def run_lattice_job(job: int, utts: list[str], cfg: Any, progress: Any = None) -
 def _lattices(utts: list[str], cfg: Any, scorer: Any, decoder: Any, columns: Any, stats: Any,
               progress: Any) -> Iterator[tuple[str, WordLattice]]:
     """Each utterance's lattice, in order, with the job's figures counted as they come."""
+    from asrtrain.decode.decoder import score_utterance
     from asrtrain.decode.latgen import SearchFailed
-    from asrtrain.decode.loglikes import check_scores
 
     for utt in utts:
-        t0 = time.perf_counter()
-        scores = check_scores(utt, scorer(utt), scorer.num_pdfs, cfg.model or cfg.oracle)
-        stats.score_seconds += time.perf_counter() - t0
-        stats.utterances += 1
-        stats.frames += scores.shape[0]
+        scores = score_utterance(utt, scorer, cfg, stats)
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             lat, info = decoder.decode(scores, cfg.acwt, columns, utt)
