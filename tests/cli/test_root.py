@@ -65,6 +65,34 @@ def test_every_command_has_help(command: str) -> None:
     assert "Usage: asrtrain" in res.stdout
 
 
+def _as_from_a_terminal() -> None:
+    """The child's SIGINT as a user's terminal gives it: default disposition, not blocked.
+
+    A runner started in the background by a non-interactive shell ignores SIGINT, and one
+    started from a thread may block it (CI's did: the test hung); children inherit both.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _signal_masks(pid: int) -> str:
+    """Each thread's blocked/ignored/caught masks, for a failure message that says why."""
+    import pathlib
+
+    rows = []
+    for task in sorted(pathlib.Path(f"/proc/{pid}/task").glob("*")):
+        try:
+            status = (task / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        rows.append(f"{fields.get('Name', '?').strip()} blk={fields.get('SigBlk', '?').strip()} "
+                    f"ign={fields.get('SigIgn', '?').strip()} cgt={fields.get('SigCgt', '?').strip()}")
+    return "; ".join(rows) or "process gone"
+
+
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, one_error) -> None:
     """Ctrl-C while a command waits on its input (a FIFO no one writes): no traceback."""
     import errno
@@ -78,11 +106,9 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, one_error) -> None:
     ref.write_text("u1 HELLO WORLD\n")
     os.mkfifo(hyp)
     exe = os.path.join(os.path.dirname(sys.executable), "asrtrain")
-    # a user's terminal gives SIGINT its default disposition; a test runner started in the
-    # background by a non-interactive shell ignores it, and its children would inherit that
     proc = subprocess.Popen([exe, "score", str(ref), str(hyp), str(tmp_path / "out")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=_as_from_a_terminal)
     deadline = time.monotonic() + 60
     while True:  # a FIFO opens for writing without blocking only once a reader has it open
         try:
@@ -93,7 +119,13 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, one_error) -> None:
             time.sleep(0.05)
     try:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            masks = _signal_masks(proc.pid)
+            proc.kill()
+            proc.communicate()
+            pytest.fail(f"asrtrain did not end 60 s after SIGINT; its signal masks: {masks}")
     finally:
         os.close(fd)
     one_error(err, 130, proc.returncode, "interrupted (Ctrl-C)")
