@@ -183,7 +183,10 @@ def main() -> None:
     ap.add_argument("--proj", type=int, default=256)
     ap.add_argument("--num-pdfs", type=int, default=32000)
     ap.add_argument("--sweep", default="128", help="comma-separated batches in 21-frame chunks")
-    ap.add_argument("--steps", type=int, default=10, help="timed steps per measurement")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="timed steps per measurement [10; with --archive an epoch's steps at each batch, so "
+                         "the raw loop is timed over the span the run's epochs are: 10 steps (0.7 s) swung "
+                         "the ratio by 0.7-1.4 on these cores]")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     ap.add_argument("--repeats", type=int, default=1, help="raw and trainer alternately, the median kept")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default=None, help="default: bf16 on GPU, fp32 on CPU")
@@ -225,15 +228,16 @@ def main() -> None:
         for batch in [int(b) for b in args.sweep.split(",")]:
             raws, trainers = [], []
             padded = []
+            steps = args.steps or (-(-a.num_chunks // batch) if args.archive is not None else 10)
             for _ in range(args.repeats):
-                raws.append(raw_loop(cfg, batch, args.steps, args.warmup, device, dtype))
+                raws.append(raw_loop(cfg, batch, steps, args.warmup, device, dtype))
                 if args.archive is not None:
                     real, slots = cli_loop(cfg, batch, args.archive, args.epochs, args.threads, Path(tmp),
                                            args.precision or "auto")
                     trainers.append(real)
                     padded.append(slots)
                     continue
-                trainers.append(trainer_loop(cfg, batch, args.steps, args.warmup, device, args.precision or "auto",
+                trainers.append(trainer_loop(cfg, batch, steps, args.warmup, device, args.precision or "auto",
                                              Path(tmp), args.threads, profile=args.profile and not trainers))
             raw, trn = statistics.median(raws), statistics.median(trainers)
             row = {"batch": batch, "raw_fps": round(raw), "trainer_fps": round(trn), "ratio": round(trn / raw, 3),
