@@ -6,7 +6,7 @@
 # (--nproc, gloo, the gossip thread), so what could separate them (how stale the averaging is
 # with real timing) is in the run.
 #
-#   scripts/bench_hierarchy.sh [ARCHIVE_DIR [OUT]]   # default: the demo's archives, exp/hierarchy-real
+#   [SEED=N] scripts/bench_hierarchy.sh [ARCHIVE_DIR [OUT]]   # default: the demo's archives, exp/hierarchy-real, seed 0
 #
 # Writes OUT/{adpsgd-4,h-adpsgd-8x2}/ (metrics.jsonl, logs) and OUT/hierarchy-real.png.
 set -euo pipefail
@@ -16,7 +16,7 @@ A=${1:-recipes/synth/data/archives}
 OUT=${2:-exp/hierarchy-real}
 ASRTRAIN=${ASRTRAIN:-.venv/bin/asrtrain}
 COMMON=(--valid "$A/dev.h5" --hidden 64 --layers 2 --proj 32 --epochs 6 --batch 128 --base-batch 128
-        --lr 0.5 --warmup-epochs 1 --seed 0 --threads 1 --select last --no-tensorboard)
+        --lr 0.5 --warmup-epochs 1 --seed "${SEED:-0}" --threads 1 --select last --no-tensorboard)
 
 $ASRTRAIN train "$A/train.h5" "$OUT/adpsgd-4" "${COMMON[@]}" --strategy adpsgd --nproc 4
 $ASRTRAIN train "$A/train.h5" "$OUT/h-adpsgd-8x2" "${COMMON[@]}" --strategy h-adpsgd --nproc 8 --group-size 2

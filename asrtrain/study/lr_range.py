@@ -195,6 +195,13 @@ def _rates(row: dict[str, Any]) -> str:
     return "[" + ", ".join("none on the ladder" if math.isinf(r) else f"{r:.4g}" for r in row["rates"]) + "]"
 
 
+def _largest_ratio(rows: list[dict[str, Any]]) -> str:
+    """The largest finite λ_max·rate/2(1+μ) of a run ("-": probe off; "nan": none finite, the
+    weights had blown up at every probe)."""
+    finite = [x["ratio"] for x in rows if math.isfinite(x["ratio"])]
+    return f"{max(finite):.3g}" if finite else ("nan" if rows else "-")
+
+
 def sharpness_rows(exp: Path) -> list[dict[str, Any]]:
     """A run's ``sharpness`` rows (none when the probe was off)."""
     path = exp / "metrics.jsonl"
@@ -214,7 +221,7 @@ def lr_range_study(base: TrainConfig, out: Path, rng: RangeConfig, strategies: l
     table = divergence_table(records)
     for r in records:  # λ_max · rate / 2(1+μ) where the sharpness probe ran: above 1, heavy-ball SGD is unstable
         rows = [x for x in sharpness_rows(out / "runs" / r["name"]) if x["step"] > 0]
-        r["sharpness"] = [{"step": x["step"], "lr": x["lr"], "ratio": x["ratio"]} for x in rows]
+        r["sharpness"] = [{"step": x["step"], "lr": x["lr"], "ratio": float(x["ratio"])} for x in rows]
     lines = [f"# Learning-rate range test: batch {base.batch}, {learners} simulated learners\n",
              f"The rate starts at {rng.start_lr:.4g} and grows ×{rng.factor:g} every {rng.every} steps "
              f"(up to {rng.max_lr:.4g}); the replicas' mean is evaluated on {rng.held_chunks} held-out chunks "
@@ -227,7 +234,7 @@ def lr_range_study(base: TrainConfig, out: Path, rng: RangeConfig, strategies: l
         runs = sorted((r for r in records if r["strategy"] == row["strategy"] and r["clip"] == row["clip"]),
                       key=lambda r: r["seed"])
         best = ", ".join(f"{r['best_lr']:.4g}" if r.get("best_lr") else "-" for r in runs)
-        sharp = ", ".join(f"{max(x['ratio'] for x in r['sharpness']):.3g}" if r["sharpness"] else "-" for r in runs)
+        sharp = ", ".join(_largest_ratio(r["sharpness"]) for r in runs)
         lines.append(f"| {row['strategy']} | {row['clip']:g} | {', '.join(map(str, row['seeds']))} | "
                      f"{_rates(row)[1:-1]} | {best} | {sharp} |")
     lines += ["", *[f"- {v}" for v in verdicts(table, clips)], "", "![range test](lr-range.png)", ""]

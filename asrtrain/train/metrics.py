@@ -150,8 +150,15 @@ def _plain(value: Any) -> Any:
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """All rows of a ``metrics.jsonl``: a row cut off by a killed run is dropped with a warning (the
-    rerun goes on); a malformed line before the last is an error naming the line."""
-    return read_jsonl(path)
+    rerun goes on); a malformed line before the last is an error naming the line. Non-finite
+    numbers, which JSON cannot hold and :func:`_plain` writes as ``"nan"``/``"inf"``, come back as
+    floats (a diverged run's losses would otherwise reach sums and plots as strings)."""
+    return [{k: _NON_FINITE.get(v, v) if isinstance(v, str) else v for k, v in row.items()}
+            for row in read_jsonl(path)]
+
+
+#: How :func:`_plain` writes a non-finite float, back to the float.
+_NON_FINITE = {str(v): v for v in (math.nan, math.inf, -math.inf)}
 
 
 def epoch_rows(path: Path) -> list[dict[str, Any]]:

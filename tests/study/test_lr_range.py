@@ -107,3 +107,13 @@ def test_the_range_command_writes_json_report_and_plot(study_archives, tmp_path)
     report = (out / "lr-range.md").read_text()
     assert "| ssgd | 0 | 0 |" in report and "clip 0: ADPSGD diverges at" in report
     assert (out / "lr-range.png").stat().st_size > 1000
+
+
+def test_the_report_takes_the_largest_finite_sharpness():
+    """A probe that ran on blown-up weights measures nan: the report skips it, or says nan if all were."""
+    from asrtrain.study.lr_range import _largest_ratio
+
+    nan = float("nan")
+    assert _largest_ratio([{"ratio": 0.3}, {"ratio": nan}, {"ratio": 15.5}]) == "15.5"
+    assert _largest_ratio([{"ratio": nan}]) == "nan"
+    assert _largest_ratio([]) == "-"

@@ -52,3 +52,16 @@ def test_plot_and_study_histories_read_a_torn_file(tmp_path: Path) -> None:
     assert [r["epoch"] for r in epoch_rows(exp / "metrics.jsonl")] == [1, 2]
     res = CliRunner().invoke(cli, ["plot", str(exp), "-o", str(tmp_path / "loss.png")])
     assert res.exit_code == 0, res.output
+
+
+def test_non_finite_figures_come_back_as_floats(tmp_path: Path) -> None:
+    """A diverged run logs nan and inf, which JSON cannot hold: written as strings, read as floats."""
+    import math
+
+    path = tmp_path / "metrics.jsonl"
+    with MetricsLog(path) as m:
+        m.write("sharpness", epoch=1, step=20, lambda_max=float("nan"), ratio=float("inf"), lr=8.0)
+        m.write("step", epoch=1, step=40, loss=float("-inf"), note="nan is a word here too")
+    sharp, step = read_metrics(path)
+    assert math.isnan(sharp["lambda_max"]) and sharp["ratio"] == math.inf and sharp["lr"] == 8.0
+    assert step["loss"] == -math.inf and step["kind"] == "step"
