@@ -90,22 +90,38 @@ def loss_on(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int
 
 
 def top_eigenvalue(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, iters: int, seed: int = 0) -> float:
-    """The Hessian's eigenvalue of largest magnitude of the loss per frame at ``model``'s weights.
+    """The Hessian's largest eigenvalue (the most positive: the curvature that bounds a stable rate)
+    of the loss per frame at ``model``'s weights.
 
     Power iteration: v ← Hv/|Hv| from a seeded random start (its own generator: the run's
     RNG is not touched), Hv by differentiating the gradient along v (torch.autograd double
-    backward); the estimate is the Rayleigh quotient vᵀHv of the last v.
+    backward); the estimate is the Rayleigh quotient vᵀHv of the last v. Power iteration finds
+    the eigenvalue of largest *magnitude*; where that is negative (a saddle's negative curvature
+    dominates, as near a blow-up), a second run on H − λI, whose spectrum is then all ≥ 0, finds
+    λ_max − λ.
     """
     params = [p for p in model.parameters() if p.requires_grad]
     loss_sum, frames, _ = frame_loss(model(x), y)
     grads = torch.autograd.grad(loss_sum / max(int(frames), 1), params, create_graph=True)
+
+    def hvp(v: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        return torch.autograd.grad(grads, params, grad_outputs=v, retain_graph=True)
+
+    extreme = _power_iteration(hvp, params, iters, seed, shift=0.0)
+    if not (math.isfinite(extreme) and extreme < 0):
+        return extreme
+    return _power_iteration(hvp, params, iters, seed, shift=extreme) + extreme
+
+
+def _power_iteration(hvp: Any, params: list[torch.Tensor], iters: int, seed: int, shift: float) -> float:
+    """The eigenvalue of largest magnitude of H − shift·I (Rayleigh quotient of the last iterate)."""
     g = torch.Generator().manual_seed(seed)
     v = [torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device) for p in params]
     estimate = 0.0
     for _ in range(iters):
         norm = torch.sqrt(sum((t * t).sum() for t in v))  # type: ignore[arg-type]
         v = [t / norm for t in v]
-        hv = torch.autograd.grad(grads, params, grad_outputs=v, retain_graph=True)
+        hv = [h - shift * t for h, t in zip(hvp(v), v, strict=True)]
         estimate = float(sum((a * b).sum() for a, b in zip(v, hv, strict=True)))
         v = [t.detach() for t in hv]
         if not math.isfinite(estimate):
