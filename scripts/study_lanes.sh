@@ -40,8 +40,9 @@ save() {  # finished runs only (record.json), without weights: a few kB each
       mkdir -p "$dest"
       find "$run" -maxdepth 1 -type f \( -name '*.json' -o -name '*.jsonl' \) -exec cp {} "$dest/" \;
     done
-    for f in exp/study/"$lane"/*.{json,md,png}; do
-      [ -f "$f" ] && cp "$f" "docs/study/5h-$lane/"
+    for f in exp/study/"$lane"/*.{json,md,png}; do  # the study's own report, once it has one
+      [ -f "$f" ] && [ "$(basename "$f")" != fingerprint.json ] && mkdir -p "docs/study/5h-$lane" && \
+        cp "$f" "docs/study/5h-$lane/"
     done
   done
   return 0
