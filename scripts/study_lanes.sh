@@ -4,13 +4,16 @@
 # records are saved under docs/study/5h-<lane>/runs/ (committed) and restored before a lane runs;
 # the study then skips them as finished (a record whose spec differs is refused, naming the field).
 #
-#   scripts/study_lanes.sh corpus     # the 5 h study corpus (about 10 minutes of both cores)
-#   scripts/study_lanes.sh a          # range tests (global average on, then off), then batch 256
-#   scripts/study_lanes.sh b          # the baseline's rate grid, then batch 512
+#   scripts/study_lanes.sh corpus     # the 5 h study corpus (about 15 minutes of both cores)
+#   scripts/study_lanes.sh a          # range tests (global average on, then off), then ADPSGD at 512
+#   scripts/study_lanes.sh b          # the baseline's rate grid, then SSGD at 512
+#   scripts/study_lanes.sh a256       # then: SSGD and ADPSGD at 256
+#   scripts/study_lanes.sh report     # the batch study's report over every finished run
 #   scripts/study_lanes.sh save       # copy every finished run's record into docs/study/
 #
-# Lane a's batch-256 study shares the baseline with lane b: it copies lane b's finished baseline
-# runs first (same spec, so they count as its own), and runs any that are missing itself.
+# Every batch run is one (strategy, batch, rate) named alike in every OUT, and the baseline (SSGD
+# at the base batch) belongs to each batch study: lanes other than b wait for lane b's baseline
+# records and copy them (same spec, so they count as their own) instead of training them again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,8 +21,8 @@ ASRTRAIN=${ASRTRAIN:-.venv/bin/asrtrain}
 S=recipes/synth/data/study/archives
 M=(--base-batch 16 --lr 0.0625 --hidden 64 --layers 2 --proj 32 --threads 1)
 R=(--batch 512 --start 0.25 --factor 2 --every 20 --rungs 12 --clips 5,0 --seeds 0,1,2 --sharpness-every 20)
-B=(--learners 16 --rate-multipliers 0.5,1,2,4 --strategies ssgd,adpsgd --epochs 8 --warmup-epochs 3)
-LANES=(range range-no-ga batch batch-256)
+B=(--learners 16 --rate-multipliers 0.5,1,2,4 --epochs 8 --warmup-epochs 3)
+LANES=(range range-no-ga batch batch-adpsgd batch-256)
 
 restore() {  # docs/study/5h-$1/runs/NAME -> exp/study/$1/runs/NAME, where not there already
   local src=docs/study/5h-$1/runs dest=exp/study/$1/runs
@@ -48,6 +51,20 @@ save() {  # finished runs only (record.json), without weights: a few kB each
   return 0
 }
 
+copy_runs() {  # finished runs of $1 matching $3 into $2 (where not there already)
+  mkdir -p "$2/runs"
+  for run in "$1"/runs/$3/; do
+    [ -f "$run/record.json" ] && [ ! -e "$2/runs/$(basename "$run")" ] && cp -r "$run" "$2/runs/"
+  done
+  return 0
+}
+
+baseline_from_b() {  # wait for lane b's four baseline records, then copy them into exp/study/$1
+  restore batch
+  until [ "$(ls exp/study/batch/runs/ssgd-16-*/record.json 2>/dev/null | wc -l)" -ge 4 ]; do sleep 60; done
+  copy_runs exp/study/batch "exp/study/$1" 'ssgd-16-*'
+}
+
 case "${1:-}" in
   corpus)
     [ -f "$S/train.h5" ] && { echo "$S/train.h5 exists"; exit 0; }
@@ -55,24 +72,38 @@ case "${1:-}" in
     PATH=$PWD/../../.venv/bin:$PATH bash run.sh --config conf/demo.conf --data data/study --exp exp/study \
       --hours 5 --speakers 48 --stop-stage 4 ;;
   a)
-    for lane in range range-no-ga batch-256; do restore "$lane"; done
+    for lane in range range-no-ga batch-adpsgd; do restore "$lane"; done
     $ASRTRAIN study lr-range "$S/train.h5" "$S/dev.h5" exp/study/range --learners 16 "${R[@]}" "${M[@]}"
     save
     $ASRTRAIN study lr-range "$S/train.h5" "$S/dev.h5" exp/study/range-no-ga --learners 16 "${R[@]}" "${M[@]}" \
       --no-global-average
     save
-    restore batch
-    mkdir -p exp/study/batch-256/runs
-    for run in exp/study/batch/runs/ssgd-16-*/; do
-      [ -f "$run/record.json" ] && [ ! -e "exp/study/batch-256/runs/$(basename "$run")" ] && \
-        cp -r "$run" "exp/study/batch-256/runs/"
-    done
-    $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch-256 --batches 256 "${B[@]}" "${M[@]}"
+    baseline_from_b batch-adpsgd
+    $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch-adpsgd --batches 512 --strategies adpsgd \
+      "${B[@]}" "${M[@]}"
+    save ;;
+  a256)
+    restore batch-256
+    baseline_from_b batch-256
+    $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch-256 --batches 256 --strategies ssgd,adpsgd \
+      "${B[@]}" "${M[@]}"
     save ;;
   b)
     restore batch
-    $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch --batches 512 "${B[@]}" "${M[@]}"
+    $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch --batches 512 --strategies ssgd \
+      "${B[@]}" "${M[@]}"
+    save ;;
+  report)  # every finished batch run in one OUT; refused while a run of the grid is missing
+    restore batch
+    for lane in batch-adpsgd batch-256; do restore "$lane"; copy_runs "exp/study/$lane" exp/study/batch '*'; done
+    batches=512
+    [ -n "$(ls -d exp/study/batch/runs/*-256-* 2>/dev/null)" ] && batches=256,512
+    missing=$($ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch --batches $batches \
+      --strategies ssgd,adpsgd "${B[@]}" "${M[@]}" --dry-run 2>&1 | grep -c ', [0-9]* chunks to train$' || true)
+    [ "$missing" = 0 ] || { echo "report: $missing run(s) of the grid not finished" >&2; exit 1; }
+    $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch --batches $batches \
+      --strategies ssgd,adpsgd "${B[@]}" "${M[@]}"
     save ;;
   save) save ;;
-  *) echo "usage: $0 corpus|a|b|save" >&2; exit 2 ;;
+  *) echo "usage: $0 corpus|a|b|a256|report|save" >&2; exit 2 ;;
 esac
