@@ -221,7 +221,7 @@ def lr_range_study(base: TrainConfig, out: Path, rng: RangeConfig, strategies: l
     table = divergence_table(records)
     for r in records:  # λ_max · rate / 2(1+μ) where the sharpness probe ran: above 1, heavy-ball SGD is unstable
         rows = [x for x in sharpness_rows(out / "runs" / r["name"]) if x["step"] > 0]
-        r["sharpness"] = [{"step": x["step"], "lr": x["lr"], "ratio": float(x["ratio"])} for x in rows]
+        r["sharpness"] = [{"step": x["step"], "lr": x["lr"], "ratio": x["ratio"]} for x in rows]
     lines = [f"# Learning-rate range test: batch {base.batch}, {learners} simulated learners\n",
              f"The rate starts at {rng.start_lr:.4g} and grows ×{rng.factor:g} every {rng.every} steps "
              f"(up to {rng.max_lr:.4g}); the replicas' mean is evaluated on {rng.held_chunks} held-out chunks "

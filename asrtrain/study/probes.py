@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +113,8 @@ def top_eigenvalue(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, ite
     return _power_iteration(hvp, params, iters, seed, shift=extreme) + extreme
 
 
-def _power_iteration(hvp: Any, params: list[torch.Tensor], iters: int, seed: int, shift: float) -> float:
+def _power_iteration(hvp: Callable[[list[torch.Tensor]], Sequence[torch.Tensor]],
+                     params: Sequence[torch.Tensor], iters: int, seed: int, shift: float) -> float:
     """The eigenvalue of largest magnitude of H − shift·I (Rayleigh quotient of the last iterate)."""
     g = torch.Generator().manual_seed(seed)
     v = [torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device) for p in params]
