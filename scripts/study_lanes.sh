@@ -5,15 +5,19 @@
 # the study then skips them as finished (a record whose spec differs is refused, naming the field).
 #
 #   scripts/study_lanes.sh corpus     # the 5 h study corpus (about 15 minutes of both cores)
-#   scripts/study_lanes.sh a          # range tests, then ADPSGD at 512
-#   scripts/study_lanes.sh b          # the baseline's rate grid, then SSGD at 512
+#   scripts/study_lanes.sh a          # range tests, then SSGD and ADPSGD at 512, rates x1 and x2
+#   scripts/study_lanes.sh b          # the baseline's rate grid, then both at 512, rates x0.5 and x4
 #   scripts/study_lanes.sh a256       # then: SSGD and ADPSGD at 256
+#   scripts/study_lanes.sh probe      # the range tests again into range-probe: the same runs, the
+#                                     # sharpness probe giving the largest eigenvalue, not the largest
+#                                     # in magnitude (exp/study/range was measured before that fix)
 #   scripts/study_lanes.sh report     # the batch study's report over every finished run
 #   scripts/study_lanes.sh save       # copy every finished run's record into docs/study/
 #
-# Every batch run is one (strategy, batch, rate) named alike in every OUT, and the baseline (SSGD
-# at the base batch) belongs to each batch study: lanes other than b wait for lane b's baseline
-# records and copy them (same spec, so they count as their own) instead of training them again.
+# Every batch run is one (strategy, batch, rate) named alike in every OUT: each lane trains its
+# share (`study batch --runs GLOB`) in an OUT of its own (one writer an OUT), and `report` copies
+# the finished runs into one, where the whole grid then trains nothing more. a256 waits for lane
+# b's baseline records and copies them (same spec, so they count as its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +26,7 @@ S=recipes/synth/data/study/archives
 M=(--base-batch 16 --lr 0.0625 --hidden 64 --layers 2 --proj 32 --threads 1)
 R=(--batch 512 --start 0.25 --factor 2 --every 20 --rungs 12 --clips 5,0 --seeds 0,1,2 --sharpness-every 20)
 B=(--learners 16 --rate-multipliers 0.5,1,2,4 --epochs 8 --warmup-epochs 3)
-LANES=(range batch batch-adpsgd batch-256)
+LANES=(range range-probe batch batch-a batch-256)
 
 restore() {  # docs/study/5h-$1/runs/NAME -> exp/study/$1/runs/NAME, where not there already
   local src=docs/study/5h-$1/runs dest=exp/study/$1/runs
@@ -71,31 +75,34 @@ case "${1:-}" in
     cd recipes/synth
     PATH=$PWD/../../.venv/bin:$PATH bash run.sh --config conf/demo.conf --data data/study --exp exp/study \
       --hours 5 --speakers 48 --stop-stage 4 ;;
-  a)
-    for lane in range batch-adpsgd; do restore "$lane"; done
+  a)  # the range tests, then both strategies at 512 at the rule's rate and twice it (where SSGD may stop)
+    for lane in range batch-a; do restore "$lane"; done
     $ASRTRAIN study lr-range "$S/train.h5" "$S/dev.h5" exp/study/range --learners 16 "${R[@]}" "${M[@]}"
     save
     # Not run without the global average: an epoch is 149 steps at batch 512, and every run of
     # the ladder above blew up by step 100 (rate 8 is its fifth rung), before any epoch's end, so
     # the run without it is the same run (the first four seen identical, to the last digit).
-    baseline_from_b batch-adpsgd
-    $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch-adpsgd --batches 512 --strategies adpsgd \
-      "${B[@]}" "${M[@]}"
-    save ;;
+    for runs in '*-512-x1' '*-512-x2'; do
+      $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch-a --batches 512 --strategies ssgd,adpsgd \
+        --runs "$runs" "${B[@]}" "${M[@]}"
+      save
+    done ;;
   a256)
     restore batch-256
     baseline_from_b batch-256
     $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch-256 --batches 256 --strategies ssgd,adpsgd \
       "${B[@]}" "${M[@]}"
     save ;;
-  b)
+  b)  # the baseline's rate grid, then both strategies at 512 at the grid's ends
     restore batch
-    $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch --batches 512 --strategies ssgd \
-      "${B[@]}" "${M[@]}"
-    save ;;
+    for runs in 'ssgd-16-*' '*-512-x0.5' '*-512-x4'; do
+      $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch --batches 512 --strategies ssgd,adpsgd \
+        --runs "$runs" "${B[@]}" "${M[@]}"
+      save
+    done ;;
   report)  # every finished batch run in one OUT; refused while a run of the grid is missing
     restore batch
-    for lane in batch-adpsgd batch-256; do restore "$lane"; copy_runs "exp/study/$lane" exp/study/batch '*'; done
+    for lane in batch-a batch-256; do restore "$lane"; copy_runs "exp/study/$lane" exp/study/batch '*'; done
     batches=512
     [ -n "$(ls -d exp/study/batch/runs/*-256-* 2>/dev/null)" ] && batches=256,512
     missing=$($ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch --batches $batches \
@@ -104,6 +111,10 @@ case "${1:-}" in
     $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch --batches $batches \
       --strategies ssgd,adpsgd "${B[@]}" "${M[@]}"
     save ;;
+  probe)
+    restore range-probe
+    $ASRTRAIN study lr-range "$S/train.h5" "$S/dev.h5" exp/study/range-probe --learners 16 "${R[@]}" "${M[@]}"
+    save ;;
   save) save ;;
-  *) echo "usage: $0 corpus|a|b|a256|report|save" >&2; exit 2 ;;
+  *) echo "usage: $0 corpus|a|b|a256|probe|report|save" >&2; exit 2 ;;
 esac

@@ -167,16 +167,21 @@ def study() -> None:
 @click.option("--group", type=click.IntRange(1), default=4, show_default=True, help="H-ADPSGD: learners per super-learner.")
 @click.option("--margin", type=click.FloatRange(0), default=0.02, show_default=True,
               help="A batch converges when its best held-out loss is within this fraction of the baseline's.")
+@click.option("--runs", "only", default=None, metavar="GLOB",
+              help="Train only the runs of the grid whose names match (e.g. 'adpsgd-512-*': another machine or "
+                   "core takes the rest, their run directories copied into OUT/runs later); the report covers "
+                   "every run of the grid finished so far.")
 @training_options
 @run_options
 @click.pass_context
 def batch_cmd(ctx: click.Context, archive: Path, valid: Path, out: Path, learners: int, batches: str,
-              rate_multipliers: str, strategies: str, group: int, margin: float, **kw: Any) -> None:
+              rate_multipliers: str, strategies: str, group: int, margin: float, only: str | None,
+              **kw: Any) -> None:
     """SSGD and ADPSGD at growing batches and a grid of rates, against one learner at the base batch
     (INTERSPEECH 2019, Fig. 2). Resumable: run it again to go on."""
     from asrtrain.study.batch import BatchGrid, batch_specs, batch_study
     from asrtrain.study.checks import check_multipliers, check_study
-    from asrtrain.study.runs import Runner
+    from asrtrain.study.runs import Runner, select_runs
 
     names, sizes, mults = _names(strategies), _ints(batches), _floats(rate_multipliers)
     check_multipliers(mults)
@@ -185,11 +190,15 @@ def batch_cmd(ctx: click.Context, archive: Path, valid: Path, out: Path, learner
     base = base_config(archive, valid, out, kw["base_batch"], kw)
     runner = Runner(out, chunks, kw["save_every"])
     if kw["dry_run"]:
-        _dry_run(batch_specs(base, grid, _probes(kw)), runner)
+        _dry_run(select_runs(batch_specs(base, grid, _probes(kw)), only), runner)
         return
     with _session("study-batch", out, ctx):
-        record = batch_study(base, out, grid, _probes(kw), runner, pdfs)
-    click.echo(f"{out}/batch.md: largest batch within {100 * margin:g}% of one learner: " +
+        record = batch_study(base, out, grid, _probes(kw), runner, pdfs, only)
+    if record is None:
+        click.echo(f"{out}: no baseline run ({base.base_batch} chunks) finished yet: the report waits for one")
+        return
+    missing = f" ({record['missing']} run(s) of the grid not finished)" if record.get("missing") else ""
+    click.echo(f"{out}/batch.md{missing}: largest batch within {100 * margin:g}% of one learner: " +
                ", ".join(f"{s.upper()} {'none' if b is None else b}" for s, b in record["largest_batch"].items()))
 
 

@@ -136,18 +136,33 @@ def report(summary: dict[str, Any], grid: BatchGrid, base: TrainConfig, chunks: 
 
 
 def batch_study(base: TrainConfig, out: Path, grid: BatchGrid, probes: ProbeConfig, runner: Runner,
-                num_pdfs: int) -> dict[str, Any]:
-    """Every run of the grid (resumable), then ``batch.json``, ``batch.md`` and the plots."""
-    from asrtrain.study.plots import plot_heldout_by_epoch, plot_largest_batch, plot_spread
+                num_pdfs: int, only: str | None = None) -> dict[str, Any] | None:
+    """Every run of the grid, or those matching ``only`` (resumable), then ``batch.json``, ``batch.md``
+    and the plots over every run of the grid finished so far (None: no baseline run finished yet).
 
-    records = runner.run_all(batch_specs(base, grid, probes), "study batch")
+    A study split over machines or cores runs a share each (``only``); copying the finished run
+    directories into one OUT/runs and running the whole grid there then trains nothing more."""
+    from asrtrain.study.plots import plot_heldout_by_epoch, plot_largest_batch, plot_spread
+    from asrtrain.study.runs import select_runs
+
+    specs = batch_specs(base, grid, probes)
+    runner.run_all(select_runs(specs, only), "study batch")
+    records = [r for r in (runner.record(s) for s in specs) if r is not None]
+    if not any(r["strategy"] == "ssgd" and r["batch"] == base.base_batch for r in records):
+        return None
     summary = summarize(records, base.base_batch, grid, num_pdfs)
     best = {(r["strategy"], r["batch"]): r["best_run"] for r in summary["rows"]}
     chosen = [r for r in records if best.get((r["strategy"], r["batch"])) == r["name"]]
     plot_heldout_by_epoch(chosen, summary["baseline"], out / "batch-heldout.png")
     plot_largest_batch(summary, grid.margin, chosen, out / "batch-largest.png")
     plot_spread([r for r in chosen if r["strategy"] != "ssgd"], out / "runs", out / "batch-spread.png")
-    record = {"grid": {**grid.__dict__}, "base_batch": base.base_batch, "lr": base.lr, **summary, "runs": records}
+    missing = [s.name for s in specs if s.name not in {r["name"] for r in records}]
+    record = {"grid": {**grid.__dict__}, "base_batch": base.base_batch, "lr": base.lr, **summary, "runs": records,
+              "missing": len(missing), "missing_runs": missing}
     write_json(out / "batch.json", record)
-    write_text(out / "batch.md", report(summary, grid, base, runner.chunks))
+    text = report(summary, grid, base, runner.chunks)
+    if missing:
+        text = (f"**Partial: {len(missing)} run(s) of the grid not finished** ({', '.join(missing)}); the rows "
+                "below are over the finished runs only.\n\n" + text)
+    write_text(out / "batch.md", text)
     return record

@@ -246,6 +246,19 @@ def make_record(spec: RunSpec, exp: Path, seconds: float, diverged: str | None) 
             **spec.extra}
 
 
+def select_runs(specs: list[RunSpec], pattern: str | None) -> list[RunSpec]:
+    """The specs whose names match the glob ``pattern`` (all without one); none matching is an error."""
+    import fnmatch
+
+    if pattern is None:
+        return specs
+    chosen = [s for s in specs if fnmatch.fnmatchcase(s.name, pattern)]
+    if not chosen:
+        raise ConfigError(f"--runs {pattern!r} matches no run of the study (its runs: "
+                          f"{', '.join(s.name for s in specs)})")
+    return chosen
+
+
 def describe(spec: RunSpec, chunks: int) -> str:
     """One line of what a run is: strategy, learners, batch, peak rate, steps."""
     cfg, sim = spec.cfg, spec.sim

@@ -178,3 +178,26 @@ def test_spec_differences_are_named():
 def test_paths_are_kept_apart(tmp_path: Path):
     assert Runner(tmp_path, 10).exp(RunSpec("x", tiny_cfg((tmp_path, tmp_path), tmp_path), SimConfig("ssgd", 1))) \
         == tmp_path / "runs" / "x"
+
+
+def test_a_study_split_over_lanes_reports_what_has_finished(study_archives, tmp_path):
+    """--runs trains a share; copied together, the runs make the whole study, which trains nothing more."""
+    import shutil
+
+    args = ["--learners", "4", "--batches", "32", "--rate-multipliers", "1,3", *SMALL]
+    lane_a, lane_b = tmp_path / "a", tmp_path / "b"
+    res = _invoke("batch", *study_archives, lane_a, *args, "--runs", "adpsgd-*")
+    assert res.exit_code == 0 and "no baseline run (8 chunks) finished yet" in res.output, res.output
+    assert sorted(p.name for p in (lane_a / "runs").iterdir()) == ["adpsgd-32-x1", "adpsgd-32-x3"]
+    res = _invoke("batch", *study_archives, lane_b, *args, "--runs", "ssgd-8-*")
+    assert res.exit_code == 0 and "(4 run(s) of the grid not finished)" in res.output, res.output
+    assert (lane_b / "batch.md").read_text().startswith("**Partial: 4 run(s) of the grid not finished** "
+                                                        "(ssgd-32-x1, ssgd-32-x3, adpsgd-32-x1, adpsgd-32-x3)")
+    for run in (lane_a / "runs").iterdir():
+        shutil.copytree(run, lane_b / "runs" / run.name)
+    res = _invoke("batch", *study_archives, lane_b, *args, "--runs", "ssgd-32-x1")
+    record = json.loads((lane_b / "batch.json").read_text())
+    assert res.exit_code == 0 and record["missing_runs"] == ["ssgd-32-x3"]
+    assert {r["strategy"] for r in record["rows"]} == {"ssgd", "adpsgd"}
+    res = _invoke("batch", *study_archives, lane_b, *args, "--runs", "adpsgd-64-*")
+    assert res.exit_code == 1 and "--runs 'adpsgd-64-*' matches no run of the study" in res.output
