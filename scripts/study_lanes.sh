@@ -8,9 +8,6 @@
 #   scripts/study_lanes.sh a          # range tests, then SSGD and ADPSGD at 512, rates x1 and x2
 #   scripts/study_lanes.sh b          # the baseline's rate grid, then both at 512, rates x0.5 and x4
 #   scripts/study_lanes.sh a256       # then: SSGD and ADPSGD at 256
-#   scripts/study_lanes.sh probe      # the range tests again into range-probe: the same runs, the
-#                                     # sharpness probe giving the largest eigenvalue, not the largest
-#                                     # in magnitude (exp/study/range was measured before that fix)
 #   scripts/study_lanes.sh report     # the batch study's report over every finished run
 #   scripts/study_lanes.sh save       # copy every finished run's record into docs/study/
 #
@@ -26,7 +23,7 @@ S=recipes/synth/data/study/archives
 M=(--base-batch 16 --lr 0.0625 --hidden 64 --layers 2 --proj 32 --threads 1)
 R=(--batch 512 --start 0.25 --factor 2 --every 20 --rungs 12 --clips 5,0 --seeds 0,1,2 --sharpness-every 20)
 B=(--learners 16 --rate-multipliers 0.5,1,2,4 --epochs 8 --warmup-epochs 3)
-LANES=(range range-probe batch batch-a batch-256)
+LANES=(range-probe batch batch-a batch-256)
 
 restore() {  # docs/study/5h-$1/runs/NAME -> exp/study/$1/runs/NAME, where not there already
   local src=docs/study/5h-$1/runs dest=exp/study/$1/runs
@@ -45,7 +42,9 @@ save() {  # finished runs only (record.json), without weights: a few kB each
       [ -f "$run/record.json" ] || continue
       dest=docs/study/5h-$lane/runs/$(basename "$run")
       mkdir -p "$dest"
-      find "$run" -maxdepth 1 -type f \( -name '*.json' -o -name '*.jsonl' \) -exec cp {} "$dest/" \;
+      find "$run" -maxdepth 1 -type f -name '*.json' -exec cp {} "$dest/" \;
+      # the step rows thinned to every 10th (a baseline run logs 3,800; the plots need the shape)
+      awk '!/"kind": "step"/ || (n++ % 10 == 0)' "$run/metrics.jsonl" > "$dest/metrics.jsonl"
     done
     for f in exp/study/"$lane"/*.{json,md,png}; do  # the study's own report, once it has one
       [ -f "$f" ] && [ "$(basename "$f")" != fingerprint.json ] && mkdir -p "docs/study/5h-$lane" && \
@@ -76,8 +75,8 @@ case "${1:-}" in
     PATH=$PWD/../../.venv/bin:$PATH bash run.sh --config conf/demo.conf --data data/study --exp exp/study \
       --hours 5 --speakers 48 --stop-stage 4 ;;
   a)  # the range tests, then both strategies at 512 at the rule's rate and twice it (where SSGD may stop)
-    for lane in range batch-a; do restore "$lane"; done
-    $ASRTRAIN study lr-range "$S/train.h5" "$S/dev.h5" exp/study/range --learners 16 "${R[@]}" "${M[@]}"
+    for lane in range-probe batch-a; do restore "$lane"; done
+    $ASRTRAIN study lr-range "$S/train.h5" "$S/dev.h5" exp/study/range-probe --learners 16 "${R[@]}" "${M[@]}"
     save
     # Not run without the global average: an epoch is 149 steps at batch 512, and every run of
     # the ladder above blew up by step 100 (rate 8 is its fifth rung), before any epoch's end, so
@@ -111,10 +110,6 @@ case "${1:-}" in
     $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch --batches $batches \
       --strategies ssgd,adpsgd "${B[@]}" "${M[@]}"
     save ;;
-  probe)
-    restore range-probe
-    $ASRTRAIN study lr-range "$S/train.h5" "$S/dev.h5" exp/study/range-probe --learners 16 "${R[@]}" "${M[@]}"
-    save ;;
   save) save ;;
-  *) echo "usage: $0 corpus|a|b|a256|probe|report|save" >&2; exit 2 ;;
+  *) echo "usage: $0 corpus|a|b|a256|report|save" >&2; exit 2 ;;
 esac
