@@ -36,17 +36,7 @@ def test_power_iteration_finds_the_dense_hessians_extreme_eigenvalue(study_archi
     x = x.double()
     torch.manual_seed(0)
     model = FrameLinear(archive.feat_dim, archive.num_pdfs, x.mean((0, 1)), x.std((0, 1)))
-    names = [n for n, _ in model.named_parameters()]
-    shapes = [p.shape for p in model.parameters()]
-    sizes = [p.numel() for p in model.parameters()]
-
-    def loss_of(flat: torch.Tensor) -> torch.Tensor:
-        weights = {n: c.view(s) for n, c, s in zip(names, torch.split(flat, sizes), shapes, strict=True)}
-        loss_sum, frames, _ = frame_loss(torch.func.functional_call(model, weights, (x,)), y)
-        return loss_sum / frames
-
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-    eig = torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss_of, flat))
+    eig = _dense_eigenvalues(model, x, y)
     found = top_eigenvalue(model, x, y, iters=60)
     assert found == pytest.approx(float(eig.max()), rel=1e-3), (found, float(eig.min()), float(eig.max()))
 
