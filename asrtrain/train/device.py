@@ -32,26 +32,29 @@ class DeviceBatch:
 
 
 def ahead(batches: Iterator[tuple[torch.Tensor, torch.Tensor]], device: torch.device) -> Iterator[DeviceBatch]:
-    """``batches`` on ``device``, each copied on a side stream while the previous one computes."""
+    """``batches`` on ``device``, each copied on a side stream while the GPU still runs the previous step.
+
+    No batch is taken from ``batches`` before the step that uses it is due: a strategy's
+    batch generator has side effects (a super-learner's members agree on each step's frames,
+    gossip and checkpoint as they take it; a work-shared piece is marked served), and a
+    batch read ahead would be lost at a checkpoint's pause and agree for the wrong step.
+    The overlap needs no read-ahead: the step never waits for the GPU, so the host asks
+    for the next batch while the GPU still computes the last, and the copy runs then.
+    """
     if device.type != "cuda":
         for x, y in batches:
             yield DeviceBatch(x.to(device, torch.float32), y.to(device), real_frames(y))
         return
     side = torch.cuda.Stream(device)
     compute = torch.cuda.current_stream(device)
-    pending: DeviceBatch | None = None
     for x, y in batches:
         with torch.cuda.stream(side):  # the archive's float16 crosses the bus, float32 is made on the GPU
             nxt = DeviceBatch(x.to(device, non_blocking=True).float(), y.to(device, non_blocking=True),
                               real_frames(y))
-        if pending is not None:
-            yield pending
         compute.wait_stream(side)  # the copy is done before the step that uses it
         nxt.x.record_stream(compute)  # the caching allocator must not reuse it while the step runs
         nxt.y.record_stream(compute)
-        pending = nxt
-    if pending is not None:
-        yield pending
+        yield nxt
 
 
 class StepFigures:

@@ -68,7 +68,7 @@ class Recorder(Hooks):
             with torch.no_grad():
                 g = torch.Generator().manual_seed(rank + 1)
                 for p in trainer.model.parameters():
-                    p.add_(self.perturb * torch.randn(p.shape, generator=g))
+                    p.add_(self.perturb * torch.randn(p.shape, generator=g).to(p.device))
         self.rec = {"rank": rank, "host": socket.gethostname(), "initial": flat(trainer.model), "weights": [],
                     "batches": [], "lrs": [], "iter_times": [], "epochs": [], "steps": 0}
         self._last: float | None = None
