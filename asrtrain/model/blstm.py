@@ -54,12 +54,27 @@ class BLSTM(nn.Module):
             self.feat_mean.copy_(mean_t)
             self.feat_std.copy_(torch.where(var_t > floor, var_t, torch.ones_like(var_t)).sqrt())
 
+    def _recurrent(self, h: torch.Tensor) -> torch.Tensor:
+        """The LSTM stack, in bf16 where CUDA autocast asks for bf16.
+
+        Autocast runs cuDNN's RNN in float16 whatever dtype it was given (seen with torch
+        2.11 on an H200: the LSTM's output was float16 under bf16 autocast), and float16
+        gradients without a loss scaler can underflow. Here the weights are cast to bf16
+        for the call, as autocast casts them (the fp32 weights keep the gradients).
+        """
+        if h.is_cuda and torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") == torch.bfloat16:
+            with torch.autocast("cuda", enabled=False):
+                weights = {name: p.to(torch.bfloat16) for name, p in self.lstm.named_parameters()}
+                out, _ = torch.func.functional_call(self.lstm, weights, (h.to(torch.bfloat16),))
+            return out
+        out, _ = self.lstm(h)
+        return out
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` [B, T, input_dim] → logits [B, T, num_pdfs]."""
         if x.dim() != 3 or x.shape[-1] != self.config.input_dim:
             raise ValueError(f"expected input [B, T, {self.config.input_dim}], got {tuple(x.shape)}")
-        h = (x - self.feat_mean) / self.feat_std
-        h, _ = self.lstm(h)
+        h = self._recurrent((x - self.feat_mean) / self.feat_std)
         if self.proj is not None:
             h = self.proj(h)
         return self.output(h)

@@ -12,6 +12,7 @@ from asrtrain.data.loader import IGNORE_INDEX
 from asrtrain.model.blstm import ModelConfig
 from asrtrain.train.config import TrainConfig
 from asrtrain.train.device import StepFigures, ahead
+from asrtrain.train.step import frame_loss
 
 
 def test_figures_sum_the_window_and_name_the_first_bad_step() -> None:
@@ -54,3 +55,37 @@ def test_the_step_never_waits_for_the_gpu(learnable_archives: tuple[Path, Path],
         torch.cuda.set_sync_debug_mode("default")
     loss, frames, _, bad_loss, bad_grad = trainer.figures.read()
     assert frames > 0 and loss > 0 and bad_loss == bad_grad == 0
+
+
+def test_the_loss_of_bf16_logits_matches_the_float32_loss_without_their_copy() -> None:
+    torch.manual_seed(0)
+    logits = 3 * torch.randn(6, 21, 50)
+    y = torch.randint(0, 50, (6, 21))
+    y[0, 15:] = IGNORE_INDEX
+    exact = frame_loss(logits, y)
+    low = logits.to(torch.bfloat16).requires_grad_()
+    loss, frames, correct = frame_loss(low, y)
+    assert loss.dtype == torch.float32 and int(frames) == int(exact[1]) == 6 * 21 - 6
+    assert abs(float(loss) / float(exact[0]) - 1) < 2e-3  # bf16 rounding of the logits and per-frame losses
+    assert abs(int(correct) - int(exact[2])) <= 2  # near-ties may flip in bf16
+    loss.backward()
+    assert low.grad is not None and torch.isfinite(low.grad.float()).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: cuDNN's LSTM under bf16 autocast")
+def test_bf16_autocast_runs_the_lstm_in_bf16_with_float32_weights_and_gradients() -> None:
+    from asrtrain.model.blstm import BLSTM
+
+    model = BLSTM(ModelConfig(input_dim=12, hidden=16, layers=2, proj=8, num_pdfs=10)).cuda()
+    seen: list[torch.dtype] = []
+    model.lstm.register_forward_hook(lambda _m, _i, out: seen.append(out[0].dtype))
+    x = torch.randn(3, 21, 12, device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        logits = model(x)
+    logits.float().sum().backward()
+    assert seen == [torch.bfloat16]  # autocast alone would run cuDNN's RNN in float16
+    assert all(p.dtype == torch.float32 and p.grad is not None and p.grad.dtype == torch.float32
+               for p in model.parameters())
+    with torch.no_grad():  # the same function as the float32 model, to bf16's precision
+        ref = model(x)
+    assert (logits.float() - ref).abs().max() < 0.05 * ref.abs().max()
