@@ -14,6 +14,8 @@ def record(*valid: float, diverged: bool = False) -> dict:
 def test_a_run_that_learns_steadily_trains() -> None:
     assert trains(record(2.552, 1.314, 1.033, 0.838, 0.69, 0.649, 0.634, 0.622), 299)
     assert trains(record(0.9, 0.7, 0.72, 0.71), 299)  # a late rise below the first epoch is overfitting, not a blow-up
+    # the baseline at 4x the rule's rate: a 4% bump while warm-up raises the rate is not a blow-up
+    assert trains(record(0.959, 1.0, 0.812, 0.728, 0.668, 0.616, 0.638, 0.613), 299)
 
 
 def test_a_run_that_blew_up_and_came_back_does_not_train() -> None:
