@@ -4,9 +4,10 @@
 #   1. the GPU tests (none may skip);
 #   2. the paper's model (6x512 BLSTM, proj 256, 260 -> 32,000 pdfs, bf16): the raw loop, the raw step as
 #      one CUDA graph and the Trainer, for a batch sweep, with torch.profiler's table of the Trainer's steps;
-#   3. with ARCHIVES (a folder holding train.h5 and dev.h5, or their .xz), the demo's model trained on the
-#      GPU by 4 learners sharing it, H-ADPSGD (groups of 2) and ADPSGD: metrics and final.pt come back,
-#      to compare held-out loss with the same runs on a CPU and to decode on a CPU;
+#   3. with ARCHIVES (a folder holding train.h5 and dev.h5, or their .xz; scripts/gpu_pack.sh makes it),
+#      the demo's model trained on the GPU by 4 learners sharing it, H-ADPSGD (groups of 2) and ADPSGD,
+#      seeds $SEEDS (0 1): metrics and final.pt come back, to compare held-out loss with the same runs
+#      on a CPU and to decode on a CPU;
 #   4. gossip's step-time ratio with 4 learners sharing the GPU (scripts/bench_dist.py).
 # Figures and logs go to gpu-out/; on the device machine (OUT set, which returns 8 files at most) they
 # come back as one $OUT/gpu_checks.tgz, with the summary beside it.
@@ -44,13 +45,15 @@ if [ -n "$archives" ]; then
   for f in train dev; do
     [ -f "$archives/$f.h5" ] || xz -dc "$archives/$f.h5.xz" > "$archives/$f.h5"
   done
-  for run in "h-adpsgd --group-size 2" "adpsgd"; do
-    name=gpu-${run%% *}
-    timeout "${TRAIN_S:-100}" $py -m asrtrain.cli.main train "$archives/train.h5" "$out/$name" --valid "$archives/dev.h5" \
-      --hidden 160 --layers 3 --proj 80 --epochs 8 --batch 128 --base-batch 128 --lr 0.5 --warmup-epochs 1 \
-      --seed 0 --strategy $run --nproc 4 > "$out/$name.log" 2>&1
-    echo "$name: exit $?"; grep "held-out" "$out/$name.log" | tail -2
-    rm -rf "$out/$name/checkpoints"  # final.pt and metrics.jsonl come back; the checkpoints stay
+  for seed in ${SEEDS:-0 1}; do  # two seeds: a WER difference between devices needs the runs' own spread
+    for run in "h-adpsgd --group-size 2" "adpsgd"; do
+      name=gpu-${run%% *}-seed$seed
+      timeout "${TRAIN_S:-100}" $py -m asrtrain.cli.main train "$archives/train.h5" "$out/$name" \
+        --valid "$archives/dev.h5" --hidden 160 --layers 3 --proj 80 --epochs 8 --batch 128 --base-batch 128 \
+        --lr 0.5 --warmup-epochs 1 --seed "$seed" --strategy $run --nproc 4 > "$out/$name.log" 2>&1
+      echo "$name: exit $?"; grep "held-out" "$out/$name.log" | tail -2
+      rm -rf "$out/$name/checkpoints"  # final.pt and metrics.jsonl come back; the checkpoints stay
+    done
   done
 fi
 
