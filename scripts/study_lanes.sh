@@ -8,7 +8,7 @@
 #   scripts/study_lanes.sh a          # range tests, then SSGD and ADPSGD at 512, rates x1 and x2
 #   scripts/study_lanes.sh b          # the baseline's rate grid, then both at 512, rates x0.5 and x4
 #   scripts/study_lanes.sh a256       # then: SSGD and ADPSGD at 256 (a256 ssgd / b256: the two strategies
-#   scripts/study_lanes.sh b256       #   as two lanes, ADPSGD's in an OUT of its own)
+#   scripts/study_lanes.sh b256       #   as two lanes, ADPSGD's in an OUT of its own); a128, b128 likewise
 #   scripts/study_lanes.sh report     # the batch study's report over every finished run (lanes stopped)
 #   scripts/study_lanes.sh save       # copy every finished run's record into docs/study/
 #
@@ -24,7 +24,8 @@ S=recipes/synth/data/study/archives
 M=(--base-batch 16 --lr 0.0625 --hidden 64 --layers 2 --proj 32 --threads 1)
 R=(--batch 512 --start 0.25 --factor 2 --every 20 --rungs 12 --clips 5,0 --seeds 0,1,2 --sharpness-every 20)
 B=(--learners 16 --rate-multipliers 0.5,1,2,4 --epochs 8 --warmup-epochs 3)
-LANES=(range-probe batch batch-a batch-256 batch-256b)
+GRIDS=(batch-a batch-256 batch-256b batch-128 batch-128b)  # lanes whose runs the report gathers in batch
+LANES=(range-probe batch "${GRIDS[@]}")
 
 restore() {  # docs/study/5h-$1/runs/NAME -> exp/study/$1/runs/NAME, where not there already
   local src=docs/study/5h-$1/runs dest=exp/study/$1/runs
@@ -38,7 +39,7 @@ restore() {  # docs/study/5h-$1/runs/NAME -> exp/study/$1/runs/NAME, where not t
 
 copied() {  # run $2 in lane $1 is a copy: a baseline in another lane, or another lane's run in b's (report's) OUT
   if [ "$1" = batch ]; then
-    for other in batch-a batch-256 batch-256b; do [ -f "exp/study/$other/runs/$2/record.json" ] && return 0; done
+    for other in "${GRIDS[@]}"; do [ -f "exp/study/$other/runs/$2/record.json" ] && return 0; done
     return 1
   fi
   [[ "$1" == batch-* && "$2" == ssgd-16-* ]]
@@ -96,13 +97,13 @@ case "${1:-}" in
         --runs "$runs" "${B[@]}" "${M[@]}"
       save
     done ;;
-  a256|b256)  # a256 [ssgd]: the whole 256 grid (or SSGD's share) in batch-256; b256: ADPSGD's in batch-256b
-    out=batch-256 runs='*'
-    [ "$1" = b256 ] && out=batch-256b runs='adpsgd-256-*'
+  a256|b256|a128|b128)  # aN [ssgd]: the whole grid at N (or SSGD's share) in batch-N; bN: ADPSGD's in batch-Nb
+    batch=${1:1} out=batch-${1:1} runs='*'
+    [ "${1:0:1}" = b ] && out=batch-${batch}b runs="adpsgd-$batch-*"
     [ "${2:-}" = ssgd ] && runs='ssgd-*'
     restore "$out"
     baseline_from_b "$out"
-    $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" "exp/study/$out" --batches 256 --strategies ssgd,adpsgd \
+    $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" "exp/study/$out" --batches "$batch" --strategies ssgd,adpsgd \
       --runs "$runs" "${B[@]}" "${M[@]}"
     save ;;
   b)  # the baseline's rate grid, then both strategies at 512 at the grid's ends
@@ -114,13 +115,13 @@ case "${1:-}" in
     done ;;
   report)  # every finished batch run in one OUT, reported (partial while runs are missing); trains nothing
     restore batch
-    for lane in batch-a batch-256 batch-256b; do restore "$lane"; copy_runs "exp/study/$lane" exp/study/batch '*'; done
-    batches=512
-    [ -n "$(ls -d exp/study/batch/runs/*-256-* 2>/dev/null)" ] && batches=256,512
+    for lane in "${GRIDS[@]}"; do restore "$lane"; copy_runs "exp/study/$lane" exp/study/batch '*'; done
+    batches=$(ls -d exp/study/batch/runs/*/ | sed -E 's#.*/[a-z-]+-([0-9]+)-x[^/]*/$#\1#' | grep -vx 16 |
+              sort -nu | paste -sd,)  # every batch some run was trained at, but the base
     done_run=$(basename "$(dirname "$(ls exp/study/batch/runs/*/record.json | head -1)")")
     $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" exp/study/batch --batches $batches \
       --strategies ssgd,adpsgd --runs "$done_run" "${B[@]}" "${M[@]}"
     save ;;
   save) save ;;
-  *) echo "usage: $0 corpus|a|b|a256 [ssgd]|b256|report|save" >&2; exit 2 ;;
+  *) echo "usage: $0 corpus|a|b|a256 [ssgd]|b256|a128 [ssgd]|b128|report|save" >&2; exit 2 ;;
 esac
