@@ -21,6 +21,14 @@ from asrtrain.model.config import ModelConfig
 __all__ = ["BLSTM", "ModelConfig"]
 
 
+def _cuda_autocast_bf16() -> bool:
+    """Whether CUDA autocast to bf16 is on (the device-typed queries are torch >= 2.4's)."""
+    try:
+        return torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") == torch.bfloat16
+    except (TypeError, AttributeError):
+        return torch.is_autocast_enabled() and torch.get_autocast_gpu_dtype() == torch.bfloat16
+
+
 class BLSTM(nn.Module):
     """Normalise → stacked BiLSTM → linear projection → logits over pdfs, per frame."""
 
@@ -62,7 +70,7 @@ class BLSTM(nn.Module):
         gradients without a loss scaler can underflow. Here the weights are cast to bf16
         for the call, as autocast casts them (the fp32 weights keep the gradients).
         """
-        if h.is_cuda and torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") == torch.bfloat16:
+        if h.is_cuda and _cuda_autocast_bf16():
             with torch.autocast("cuda", enabled=False):
                 weights = {name: p.to(torch.bfloat16) for name, p in self.lstm.named_parameters()}
                 out, _ = torch.func.functional_call(self.lstm, weights, (h.to(torch.bfloat16),))
