@@ -134,14 +134,30 @@ def _strip(records: list[dict]) -> list[dict]:
     return out
 
 
+class ElapsedAtEpochEnd(Hooks):
+    """Reads the run's elapsed.json after each epoch's end (the clock writes it first)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.seen = path, []
+
+    def end_epoch(self, trainer, row) -> None:
+        self.seen.append(json.loads(self.path.read_text())["seconds"])
+
+
 def test_a_stopped_study_goes_on_to_the_same_records(study_archives, tmp_path):
     ref = Runner(tmp_path / "ref", 102).run_all(_specs(study_archives, tmp_path), "ref")
     out = tmp_path / "stopped"
+    specs = _specs(study_archives, tmp_path, stop=5)
+    watch = ElapsedAtEpochEnd(out / "runs" / "b" / "elapsed.json")
+    specs[1].hooks = (*specs[1].hooks, watch)
     try:
         with pytest.raises(Preempted):
-            Runner(out, 102).run_all(_specs(study_archives, tmp_path, stop=5), "stopped")
+            Runner(out, 102).run_all(specs, "stopped")
     finally:
         signals._state["signal"] = None
+    # the stop came in epoch 2: its seconds so far are kept, not only those to epoch 1's end
+    assert len(watch.seen) == 1
+    assert json.loads((out / "runs" / "b" / "elapsed.json").read_text())["seconds"] > watch.seen[0]
     assert (out / "runs" / "a" / "record.json").is_file() and not (out / "runs" / "b" / "record.json").exists()
     assert (out / "runs" / "b" / "spec.json").is_file()
     runner = Runner(out, 102)
