@@ -237,8 +237,14 @@ class OutputLock:
                           f"(lock file {self.path})", self.output)
 
     def _start_heartbeat(self) -> None:
-        self._beat = threading.Thread(target=self._heartbeat, name=f"lock {self.output.name}", daemon=True)
-        self._beat.start()
+        # the thread is born with every signal blocked: between its start and its own
+        # pthread_sigmask a Ctrl-C could land on it (seen under load: `score` hung on a FIFO)
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        try:
+            self._beat = threading.Thread(target=self._heartbeat, name=f"lock {self.output.name}", daemon=True)
+            self._beat.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
     def _heartbeat(self) -> None:
         # signals are the main thread's: one delivered to this thread would set Python's flag
