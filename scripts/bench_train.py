@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from asrtrain.model.blstm import BLSTM, ModelConfig  # noqa: E402
 from asrtrain.train.hooks import Hooks  # noqa: E402
-from asrtrain.train.step import autocast, frame_loss  # noqa: E402
+from asrtrain.train.step import frame_loss  # noqa: E402
 
 # Dense peak TFLOP/s by device-name substring: (bf16/fp16 tensor, fp32 without TF32)
 PEAKS = {"H200": (989.0, 67.0), "H100": (989.0, 67.0), "A100": (312.0, 19.5),
@@ -65,9 +65,13 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def raw_loop(cfg: ModelConfig, batch: int, steps: int, warmup: int, device: torch.device,
-             dtype: torch.dtype | None) -> float:
-    """Frames/s of the model alone: the step the Trainer runs, on tensors already on the device."""
+def raw_step(cfg: ModelConfig, batch: int, device: torch.device, dtype: torch.dtype | None,
+             capturable: bool = False) -> tuple[Any, Any]:
+    """(the step the Trainer runs, on tensors already on the device; its optimizer).
+
+    ``capturable``: the step leaves the gradients to the caller and keeps no autocast
+    weight-cast cache, which cannot live across CUDA-graph replays.
+    """
     torch.manual_seed(0)
     model = BLSTM(cfg).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, fused=device.type == "cuda" or None)
@@ -75,14 +79,23 @@ def raw_loop(cfg: ModelConfig, batch: int, steps: int, warmup: int, device: torc
     y = torch.randint(0, cfg.num_pdfs, (batch, 21), device=device)
 
     def step() -> None:
-        with autocast(device, dtype):
+        with torch.autocast(device_type=device.type, dtype=dtype or torch.float32, enabled=dtype is not None,
+                            cache_enabled=not capturable):
             logits = model(x)
         loss_sum, _, _ = frame_loss(logits, y)
-        opt.zero_grad(set_to_none=True)
+        if not capturable:
+            opt.zero_grad(set_to_none=True)
         (loss_sum / y.numel()).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         opt.step()
 
+    return step, opt
+
+
+def raw_loop(cfg: ModelConfig, batch: int, steps: int, warmup: int, device: torch.device,
+             dtype: torch.dtype | None) -> float:
+    """Frames/s of the model alone: the step the Trainer runs, on tensors already on the device."""
+    step, _ = raw_step(cfg, batch, device, dtype)
     for _ in range(warmup):
         step()
     sync(device)
@@ -97,21 +110,7 @@ def graph_loop(cfg: ModelConfig, batch: int, steps: int, warmup: int, device: to
                dtype: torch.dtype | None) -> float | str:
     """Frames/s of the raw step captured once as a CUDA graph and replayed: what the step would gain
     with no kernel-launch gaps. The error's first line where capture fails (cuDNN's RNN may refuse)."""
-    torch.manual_seed(0)
-    model = BLSTM(cfg).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, fused=True)
-    x = torch.randn(batch, 21, cfg.input_dim, device=device)
-    y = torch.randint(0, cfg.num_pdfs, (batch, 21), device=device)
-
-    def step() -> None:
-        with torch.autocast(device_type="cuda", dtype=dtype or torch.float32, enabled=dtype is not None,
-                            cache_enabled=False):  # the weight-cast cache cannot live across replays
-            logits = model(x)
-        loss_sum, _, _ = frame_loss(logits, y)
-        (loss_sum / y.numel()).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        opt.step()
-
+    step, opt = raw_step(cfg, batch, device, dtype, capturable=True)
     try:
         side = torch.cuda.Stream(device)
         side.wait_stream(torch.cuda.current_stream(device))
