@@ -9,6 +9,8 @@
 #   scripts/study_lanes.sh b          # the baseline's rate grid, then both at 512, rates x0.5 and x4
 #   scripts/study_lanes.sh a256       # then: SSGD and ADPSGD at 256 (a256 ssgd / b256: the two strategies
 #   scripts/study_lanes.sh b256       #   as two lanes, ADPSGD's in an OUT of its own); a128, b128 likewise
+#   scripts/study_lanes.sh h512       # H-ADPSGD over 16 in groups of 4 at 512, rates x1 and x2 (its own OUT and report)
+#   scripts/study_lanes.sh n512       # ADPSGD at 512, x1 and x2, without the global average (its own OUT and report)
 #   scripts/study_lanes.sh report     # the batch study's report over every finished run (lanes stopped)
 #   scripts/study_lanes.sh save       # copy every finished run's record into docs/study/
 #
@@ -25,7 +27,7 @@ M=(--base-batch 16 --lr 0.0625 --hidden 64 --layers 2 --proj 32 --threads 1)
 R=(--batch 512 --start 0.25 --factor 2 --every 20 --rungs 12 --clips 5,0 --seeds 0,1,2 --sharpness-every 20)
 B=(--learners 16 --rate-multipliers 0.5,1,2,4 --epochs 8 --warmup-epochs 3)
 GRIDS=(batch-a batch-256 batch-256b batch-128 batch-128b)  # lanes whose runs the report gathers in batch
-LANES=(range-probe batch "${GRIDS[@]}")
+LANES=(range-probe batch "${GRIDS[@]}" batch-512h batch-512n)
 
 restore() {  # docs/study/5h-$1/runs/NAME -> exp/study/$1/runs/NAME, where not there already
   local src=docs/study/5h-$1/runs dest=exp/study/$1/runs
@@ -106,6 +108,14 @@ case "${1:-}" in
     $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" "exp/study/$out" --batches "$batch" --strategies ssgd,adpsgd \
       --runs "$runs" "${B[@]}" "${M[@]}"
     save ;;
+  h512|n512)  # beside the grid, each with the baseline's records copied in and a report of its own
+    out=batch-512${1:0:1}
+    opts=(--strategies h-adpsgd --group 4 --runs 'h-adpsgd-512-x[12]')
+    [ "$1" = n512 ] && opts=(--strategies adpsgd --no-global-average --runs 'adpsgd-512-x[12]')
+    restore "$out"
+    baseline_from_b "$out"
+    $ASRTRAIN study batch "$S/train.h5" "$S/dev.h5" "exp/study/$out" --batches 512 "${opts[@]}" "${B[@]}" "${M[@]}"
+    save ;;
   b)  # the baseline's rate grid, then both strategies at 512 at the grid's ends
     restore batch
     for runs in 'ssgd-16-*' '*-512-x0.5' '*-512-x4'; do
@@ -123,5 +133,5 @@ case "${1:-}" in
       --strategies ssgd,adpsgd --runs "$done_run" "${B[@]}" "${M[@]}"
     save ;;
   save) save ;;
-  *) echo "usage: $0 corpus|a|b|a256 [ssgd]|b256|a128 [ssgd]|b128|report|save" >&2; exit 2 ;;
+  *) echo "usage: $0 corpus|a|b|a256 [ssgd]|b256|a128 [ssgd]|b128|h512|n512|report|save" >&2; exit 2 ;;
 esac

@@ -61,9 +61,11 @@ def batch_specs(base: TrainConfig, grid: BatchGrid, probes: ProbeConfig) -> list
             batches = sorted(set(grid.batches))
         for batch in batches:
             for m in grid.multipliers:
+                # SSGD is one replica: nothing to average, so its spec (and a baseline copied from a
+                # study with the global average) is the same either way
                 sim = SimConfig(strategy, learners=1 if strategy == "ssgd" else grid.learners,
                                 group_size=grid.group if strategy == "h-adpsgd" else 1,
-                                global_average=grid.global_average)
+                                global_average=grid.global_average or strategy == "ssgd")
                 cfg = replace(base, batch=batch, lr=base.lr * m)
                 specs.append(RunSpec(run_name(strategy, batch, m), cfg, sim, probes,
                                      extra={"multiplier": m, "role": "baseline" if strategy == "ssgd"

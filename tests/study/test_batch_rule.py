@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
-from asrtrain.study.batch import trains
+from asrtrain.study.batch import BatchGrid, batch_specs, trains
+from asrtrain.study.probes import ProbeConfig
+from asrtrain.train.config import TrainConfig
 
 
 def record(*valid: float, diverged: bool = False) -> dict:
@@ -28,3 +30,13 @@ def test_runs_that_end_worse_never_learn_or_are_not_finite_do_not_train() -> Non
     assert not trains(record(5.8, 5.75), 299)  # never below the uniform guess, ln 299 = 5.70
     assert not trains(record(2.0, math.nan, 1.5), 299)
     assert not trains(record(2.0, 1.5, diverged=True), 299)
+
+
+def test_the_baseline_is_one_spec_with_or_without_the_global_average(tmp_path) -> None:
+    """A study without the global average reuses the baseline records of one with it (SSGD has one replica)."""
+    base = TrainConfig(archive=tmp_path / "a.h5", exp=tmp_path / "exp", base_batch=16, batch=16)
+    specs = {ga: {s.name: s for s in batch_specs(base, BatchGrid(("adpsgd",), (64,), (1.0,), learners=4,
+                                                                 global_average=ga), ProbeConfig())}
+             for ga in (True, False)}
+    assert specs[True]["ssgd-16-x1"].key() == specs[False]["ssgd-16-x1"].key()
+    assert specs[True]["adpsgd-64-x1"].key() != specs[False]["adpsgd-64-x1"].key()
