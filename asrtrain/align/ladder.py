@@ -243,16 +243,10 @@ def mllt_stats(model: AcousticModel, corpus: Corpus) -> tuple[torch.Tensor, floa
 def solve_mllt(g: torch.Tensor, beta: float, iters: int = 10) -> np.ndarray:
     """A square transform A maximising β log|det A| − ½ Σ_i a_i G_i a_iᵀ (Gales' semi-tied
     covariance, Kaldi's ``est-mllt``)."""
-    from asrtrain.adapt.fmllr import best_row
+    from asrtrain.adapt.fmllr import row_sweeps
 
     d = g.shape[0]
-    a = torch.eye(d, dtype=torch.float64)
-    zero = torch.zeros(d, dtype=torch.float64)
-    for _ in range(iters):
-        for i in range(d):
-            cof = torch.linalg.inv(a).T[i]
-            a[i] = best_row(g[i], zero, cof, beta)
-    return a.numpy()
+    return row_sweeps(np.eye(d), g.numpy(), np.zeros((d, d)), beta, iters)
 
 
 def train_sat(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
