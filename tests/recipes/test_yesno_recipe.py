@@ -96,6 +96,7 @@ def test_yesno_data_and_8khz_features(tmp_path: Path) -> None:
     assert table(data / "lm_text") == [row[1:] for row in table(data / "train" / "text")]
 
 
+@pytest.mark.slow  # 80 s; make test runs yesno to 0.00% through recipes/custom (test_custom_recipe.py)
 def test_yesno_recipe_reaches_zero_wer_then_skips(tmp_path: Path) -> None:
     script = copy_recipe(tmp_path)
     out = run(script)
