@@ -138,8 +138,8 @@ def report(summary: dict[str, Any], grid: BatchGrid, base: TrainConfig, chunks: 
                   "--lr, and run the study again in a new OUT.**", ""]
     for s, batch in summary["largest_batch"].items():
         rate = summary["largest_training_lr"][s]
-        lines.append(f"- {s.upper()}: largest batch within the margin {batch}; largest peak rate that trains "
-                     f"{'-' if rate is None else f'{rate:.4g}'}")
+        lines.append(f"- {s.upper()}: largest batch within the margin {batch or 'none'}; largest peak rate "
+                     f"that trains {'none' if rate is None else f'{rate:.4g}'}")
     lines += ["", "![held-out loss by epoch](batch-heldout.png)", "", "![largest batch within the margin]"
               "(batch-largest.png)", "", "![learners' spread and loss](batch-spread.png)", ""]
     return "\n".join(lines)
