@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from asrtrain.model.blstm import BLSTM, ModelConfig  # noqa: E402
 from asrtrain.train.hooks import Hooks  # noqa: E402
-from asrtrain.train.step import frame_loss  # noqa: E402
+from asrtrain.train.step import autocast, frame_loss  # noqa: E402
 
 # Dense peak TFLOP/s by device-name substring: (bf16/fp16 tensor, fp32 without TF32)
 PEAKS = {"H200": (989.0, 67.0), "H100": (989.0, 67.0), "A100": (312.0, 19.5),
@@ -79,8 +79,7 @@ def raw_step(cfg: ModelConfig, batch: int, device: torch.device, dtype: torch.dt
     y = torch.randint(0, cfg.num_pdfs, (batch, 21), device=device)
 
     def step() -> None:
-        with torch.autocast(device_type=device.type, dtype=dtype or torch.float32, enabled=dtype is not None,
-                            cache_enabled=not capturable):
+        with autocast(device, dtype, cache=not capturable):
             logits = model(x)
         loss_sum, _, _ = frame_loss(logits, y)
         if not capturable:

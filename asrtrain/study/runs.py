@@ -196,10 +196,8 @@ class Runner:
             log.warning("%s: %s", spec.name, exc)
         except RunEnded as exc:
             log.info("%s: %s", spec.name, exc)
-        except BaseException:  # stopped (preempted, Ctrl-C): the time since the last epoch's end counts too
-            clock.save()
-            raise
-        seconds = clock.save()
+        finally:  # also when stopped (preempted, Ctrl-C): the time since the last epoch's end counts too
+            seconds = clock.save()
         if self.bar is not None and expected is not None:  # a run that ended early needs no more of its chunks
             self.bar.set_total(self.bar.total - (expected - clock.trained) if self.bar.total else 0.0)
         record = make_record(spec, exp, seconds, diverged)

@@ -48,11 +48,12 @@ def check_cpu_bf16_lstm() -> None:
                           "use --precision fp32")
 
 
-def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
-    """Autocast to ``dtype`` on ``device``, or nothing for full precision."""
+def autocast(device: torch.device, dtype: torch.dtype | None, cache: bool = True) -> contextlib.AbstractContextManager:
+    """Autocast to ``dtype`` on ``device``, or nothing for full precision. ``cache=False``: no
+    weight-cast cache (it cannot live across the replays of a captured CUDA graph)."""
     if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache)
 
 
 def frame_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
