@@ -59,6 +59,30 @@ def _check_select(ctx: click.Context, param: click.Parameter, value: str) -> str
     return value
 
 
+def _check_streams(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A malformed --streams is a usage error (whether the archive has the streams is said at training)."""
+    from asrtrain.core.errors import ConfigError
+    from asrtrain.data.streams import parse_streams
+
+    try:
+        parse_streams(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--streams "), ctx, param) from None
+    return value
+
+
+def _check_spec_augment(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A malformed --spec-augment is a usage error."""
+    from asrtrain.core.errors import ConfigError
+    from asrtrain.train.augment import parse_spec_augment
+
+    try:
+        parse_spec_augment(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--spec-augment "), ctx, param) from None
+    return value
+
+
 def _show(title: str, plan: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -122,6 +146,19 @@ def _show(title: str, plan: dict[str, Any]) -> None:
 @click.option("--proj", type=click.IntRange(min=0), default=None,
               help=f"Projection size, 0 for none [{ModelConfig.proj}].")
 @click.option("--dropout", type=float, default=None, help=f"Dropout between LSTM layers [{ModelConfig.dropout:g}].")
+@click.option("--streams", type=str, default=_t("streams"), metavar="NAMES", callback=_check_streams,
+              help="Comma list of the archive's streams the model reads (e.g. logmel or fmllr,logmel; "
+                   "`asrtrain info ARCHIVE` lists them), taken in the archive's order: one archive serves an "
+                   "input ablation. The held-out archive and decoding give the same streams by name; final.pt "
+                   "records them. [default: all, the archive's whole input]")
+@click.option("--spec-augment", type=str, default=_t("spec_augment"), metavar="SPEC",
+              callback=_check_spec_augment,
+              help="SpecAugment masks on training batches (never held-out or decoding), per 21-frame chunk: "
+                   "F bands of up to f logmel bins (the same bins zeroed in the static, delta and delta-delta "
+                   "blocks) and T spans of up to t frames of every logmel column, set to 0 (the CMVN mean). "
+                   "SPEC: F=2,f=8,T=2,t=5 (fields left out keep these defaults), on (the defaults) or off. "
+                   "Needs a logmel stream; drawn from a seeded generator checkpointed with the run. "
+                   "[default: off]")
 @click.option("--seed", type=int, default=_t("seed"), show_default=True)
 @click.option("--resume/--no-resume", default=_t("resume"), show_default=True,
               help="Continue from the last complete checkpoint in EXP when there is one.")

@@ -64,11 +64,13 @@ def real_frames(y: Any) -> int:
 
 
 class ChunkLoader:
-    """Batches ``(x [B, chunk, D] as stored (float16), y int64 [B, chunk])`` of one archive."""
+    """Batches ``(x [B, chunk, D] as stored (float16), y int64 [B, chunk])`` of one archive
+    (``columns``: only those of its D, in that order)."""
 
     def __init__(self, archive_path: str | os.PathLike[str], batch_size: int = 256,
                  block_chunks: int = 1024, seed: int = 0, rank: int = 0, world_size: int = 1,
-                 prefetch: int = 4, shuffle: bool = True, pin_memory: bool | None = None) -> None:
+                 prefetch: int = 4, shuffle: bool = True, pin_memory: bool | None = None,
+                 columns: list[int] | None = None) -> None:
         if batch_size < 1 or block_chunks < 1:
             raise ConfigError(f"batch_size ({batch_size}) and block_chunks ({block_chunks}) "
                               "must be positive")
@@ -83,6 +85,8 @@ class ChunkLoader:
         self.prefetch = prefetch
         self.shuffle = shuffle
         self._pin = pin_memory
+        #: The feature columns served (``asrtrain train --streams``); None: all, as stored.
+        self.columns = None if columns is None else np.asarray(columns, dtype=np.intp)
 
     # -- the plan --------------------------------------------------------------------------
     @property
@@ -181,9 +185,12 @@ class ChunkLoader:
             yield self._batch(parts, *last)
 
     def _read(self, block: int) -> Part:
-        """A block's features as stored and its targets (int64, padding as ``IGNORE_INDEX``)."""
+        """A block's features as stored (only ``columns``, if given) and its targets (int64,
+        padding as ``IGNORE_INDEX``)."""
         feats, targets = self.archive.read_chunks(*self.block_range(block))
         assert targets is not None
+        if self.columns is not None:
+            feats = feats[:, :, self.columns]
         y = targets.astype(np.int64)
         y[y == PAD_TARGET] = IGNORE_INDEX
         return feats, y

@@ -93,6 +93,7 @@ class ModelScorer:
         import torch
 
         from asrtrain.data.archive import Archive
+        from asrtrain.data.streams import model_input
         from asrtrain.model.io import load_final
 
         self.final = load_final(model_path)
@@ -104,8 +105,10 @@ class ModelScorer:
                              f"{num_pdfs} pdfs: graph and model come from different trees",
                              model_path)
         self.archive = Archive(archive_path)
-        if self.archive.feat_dim != self.final.config.input_dim:
-            raise InputError(f"archive features have dim {self.archive.feat_dim}, the model takes "
+        self.input = model_input(self.final.meta, self.archive)  # the streams it was trained on, by name
+        if self.input.dim != self.final.config.input_dim:
+            what = f"streams {'+'.join(self.input.streams)}" if self.input.by_name else "features"
+            raise InputError(f"archive {what} have dim {self.input.dim}, the model takes "
                              f"{self.final.config.input_dim}", archive_path)
         self.log_prior = torch.from_numpy(log_priors(self.final.priors, num_pdfs, model_path))
         self.num_pdfs = num_pdfs
@@ -120,6 +123,7 @@ class ModelScorer:
 
         first, count, frames = self._where[utt]
         feats, _ = self.archive.read_chunks(first, first + count)
+        feats = self.input.take(feats)
         with torch.inference_mode():
             logits = self.final.model(torch.from_numpy(feats.astype(np.float32)))
             if logits.shape[-1] != self.num_pdfs:

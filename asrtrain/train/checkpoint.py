@@ -5,7 +5,8 @@ A checkpoint directory is written under a temporary name and renamed when all
 its files are complete (:func:`asrtrain.core.atomic.atomic_path`), so a run
 killed while writing leaves only a hidden temporary that resume ignores and
 removes. It holds the model, the optimizer (momentum buffers), the RNG states
-of torch, numpy and random, the strategy's state, the step and epoch (the
+of torch, numpy and random and of the learner's own generators (the SpecAugment
+masks'), the strategy's state, the step and epoch (the
 loader's position: the loader reshuffles from the seed and the epoch number, so
 the next epoch's batches follow from these alone) and the training config.
 
@@ -32,6 +33,7 @@ import random
 import re
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +83,12 @@ def checkpoint_dir(exp: Path) -> Path:
     return Path(exp) / "checkpoints"
 
 
-def rng_state() -> dict[str, Any]:
-    """Every random generator the loop touches."""
+Generators = Mapping[str, torch.Generator]
+
+
+def rng_state(generators: Generators | None = None) -> dict[str, Any]:
+    """Every random generator the loop touches: the global ones, and the learner's own
+    ``generators`` by name (the SpecAugment masks')."""
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
         "numpy": np.random.get_state(),
@@ -90,15 +96,23 @@ def rng_state() -> dict[str, Any]:
     }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
+    if generators:
+        state["generators"] = {name: g.get_state() for name, g in generators.items()}
     return state
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any], generators: Generators | None = None) -> None:
+    """Put back what :func:`rng_state` saved; a generator the state has none for (a run that had no
+    masks until now) keeps its fresh seed."""
     torch.set_rng_state(state["torch"])
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+    saved = state.get("generators", {})
+    for name, generator in (generators or {}).items():
+        if name in saved:
+            generator.set_state(saved[name])
 
 
 def learner_file(rank: int) -> str:
@@ -125,13 +139,14 @@ def staging_dir(exp: Path, name: str) -> Path:
     return checkpoint_dir(exp) / f".{name}.tmp-learners"
 
 
-def save_learner_state(exp: Path, name: str, rank: int, state: dict[str, Any]) -> Path:
+def save_learner_state(exp: Path, name: str, rank: int, state: dict[str, Any],
+                       generators: Generators | None = None) -> Path:
     """Write this learner's state (plus its RNG states) atomically into the staging directory."""
     stage = staging_dir(exp, name)
     stage.mkdir(parents=True, exist_ok=True)
     path = stage / learner_file(rank)
     with atomic_path(path) as tmp:
-        _save(tmp, {**state, "rank": rank, "checkpoint": name, "rng": rng_state()}, path)
+        _save(tmp, {**state, "rank": rank, "checkpoint": name, "rng": rng_state(generators)}, path)
     return path
 
 
@@ -155,7 +170,8 @@ def _collect_learners(exp: Path, name: str, ranks: list[int], into: Path) -> Non
 
 
 def save_checkpoint(exp: Path, name: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    trainer_state: dict[str, Any], learners: int | list[int] = 1) -> Path:
+                    trainer_state: dict[str, Any], learners: int | list[int] = 1,
+                    generators: Generators | None = None) -> Path:
     """Write ``checkpoints/<name>/`` atomically and return its path.
 
     ``learners``: how many (ranks 0..n-1), or which ranks (some left an elastic job).
@@ -172,7 +188,7 @@ def save_checkpoint(exp: Path, name: str, model: torch.nn.Module, optimizer: tor
             time.sleep(pause)
         _save(tmp / "optimizer.pt", optimizer.state_dict(), final / "optimizer.pt")
         _save(tmp / "trainer.pt", {**trainer_state, "learners": len(ranks), "learner_ranks": ranks,
-                                   "rng": rng_state()}, final / "trainer.pt")
+                                   "rng": rng_state(generators)}, final / "trainer.pt")
         if ranks != [0]:
             _collect_learners(exp, name, ranks, tmp)
     if ranks != [0]:
@@ -267,7 +283,7 @@ def prune_checkpoints(exp: Path, keep: int, protect: frozenset[int] = frozenset(
 
 def save(exp: Path, name: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer, strategy: Strategy,
          trainer_state: dict[str, Any], own: dict[str, Any], keep: int = 0,
-         protect: frozenset[int] = frozenset()) -> tuple[Path | None, bool]:
+         protect: frozenset[int] = frozenset(), generators: Generators | None = None) -> tuple[Path | None, bool]:
     """Checkpoint ``name`` on every learner; returns its path (main learner) and whether the job stops.
 
     ``trainer_state``: the main learner's view (step, config, history, epoch,
@@ -276,7 +292,8 @@ def save(exp: Path, name: str, model: torch.nn.Module, optimizer: torch.optim.Op
     stages its own file (with its weights where learners' weights differ); the main
     learner seals the checkpoint with all of them, prunes, and decides whether the
     job stops here (a preemption); every learner then reads that decision. ``keep`` and
-    ``protect``: see :func:`prune_checkpoints`.
+    ``protect``: see :func:`prune_checkpoints`; ``generators``: the learner's own, saved with its
+    RNG states.
     """
     mid_epoch = trainer_state.get("mid_epoch") is not None
     strategy_state = strategy.state_dict(mid_epoch=mid_epoch)
@@ -286,12 +303,12 @@ def save(exp: Path, name: str, model: torch.nn.Module, optimizer: torch.optim.Op
                                 "strategy": strategy_state, "world_size": strategy.world_size, **own}
         if strategy_state["own_weights"]:
             mine["model"] = model.state_dict()
-        save_learner_state(exp, name, strategy.rank, mine)
+        save_learner_state(exp, name, strategy.rank, mine, generators)
         strategy.barrier()
     path = None
     if strategy.is_main:
         path = save_checkpoint(exp, name, model, optimizer, {**trainer_state, **own, "strategy": strategy_state},
-                               learners=ranks)
+                               learners=ranks, generators=generators)
         prune_checkpoints(exp, keep, protect)
         strategy.decide_stop(name)
     strategy.barrier()

@@ -23,7 +23,9 @@ from typing import Any
 
 from asrtrain.core.config import strict_from_dict
 from asrtrain.core.errors import ConfigError
+from asrtrain.data.streams import parse_streams
 from asrtrain.model.config import ModelConfig
+from asrtrain.train.augment import SpecAugment, parse_spec_augment
 from asrtrain.train.schedule import WARMUP_GRANULARITIES
 from asrtrain.train.select import Selection, parse_selection
 
@@ -36,8 +38,8 @@ class TrainConfig:
     """A training run: data, experiment dir, schedule, optimizer, model, bookkeeping.
 
     ``model.input_dim`` and ``model.num_pdfs`` are overwritten by the archive's
-    ``feat_dim`` and ``num_pdfs`` when training starts (:meth:`with_archive_dims`),
-    so a config file only needs the hidden sizes.
+    ``feat_dim`` (the width of the ``streams`` chosen) and ``num_pdfs`` when training
+    starts (:meth:`with_archive_dims`), so a config file only needs the hidden sizes.
     """
 
     archive: Path
@@ -72,6 +74,8 @@ class TrainConfig:
     plateau_threshold: float = 0.01  # plateau: relative held-out improvement that keeps the rate (Kaldi's 1%)
     plateau_stop: int | None = None  # plateau: end training at a plateau after this many halvings (None: never)
     select: str = "auto"             # final.pt: auto (best with a held-out set, else last), last, best, average:N
+    streams: str | None = None       # comma list of the archive's streams the model reads (None: all of them)
+    spec_augment: str | None = None  # SpecAugment masks of training batches, "F=2,f=8,T=2,t=5" (None: off)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "archive", Path(self.archive))
@@ -115,6 +119,8 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        parse_streams(self.streams)  # malformed: an error here, before anything is opened
+        parse_spec_augment(self.spec_augment)
         chosen = self.selection
         if chosen.rule == "average" and chosen.n > self.epochs:
             raise ConfigError(f"--select {chosen} averages {chosen.n} epochs, but --epochs is {self.epochs}")
@@ -123,6 +129,16 @@ class TrainConfig:
     def selection(self) -> Selection:
         """``select`` parsed, ``auto`` resolved: best with a held-out set, last without."""
         return parse_selection(self.select, self.valid is not None)
+
+    @property
+    def stream_names(self) -> tuple[str, ...] | None:
+        """``streams`` parsed (:mod:`asrtrain.data.streams`); ``None``: the archive's whole input."""
+        return parse_streams(self.streams)
+
+    @property
+    def augment(self) -> SpecAugment | None:
+        """``spec_augment`` parsed (:mod:`asrtrain.train.augment`); ``None``: no masks."""
+        return parse_spec_augment(self.spec_augment)
 
     def per_learner_batch(self, world_size: int) -> int:
         """Chunks per step on one learner: the effective batch split evenly."""

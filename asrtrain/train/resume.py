@@ -29,8 +29,10 @@ from typing import Any
 import torch
 
 from asrtrain.core.errors import ConfigError
+from asrtrain.data.streams import InputSelection
 from asrtrain.distributed.base import Strategy
 from asrtrain.train.checkpoint import (
+    Generators,
     clean_temporaries,
     last_checkpoint,
     load_checkpoint,
@@ -56,9 +58,12 @@ class Restored:
 
 def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, strategy: Strategy,
             model_config: dict[str, Any], device: torch.device | str = "cpu",
-            archive: dict[str, Any] | None = None) -> Restored | None:
+            archive: dict[str, Any] | None = None, chosen: InputSelection | None = None,
+            generators: Generators | None = None) -> Restored | None:
     """Load the newest checkpoint of ``exp`` into this learner; ``None`` when there is none.
-    ``archive``: the training archive's identity, which must be the checkpoint's."""
+    ``archive``: the training archive's identity, which must be the checkpoint's; ``chosen``: the
+    input streams, which must be the checkpoint's too; ``generators``: the learner's own (their
+    states come back with the other RNG states)."""
     if strategy.is_main:
         clean_temporaries(exp)
     path = last_checkpoint(exp)
@@ -66,6 +71,11 @@ def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
         return None
     state = load_checkpoint(path, map_location=device)
     trainer = state["trainer"]
+    if chosen is not None and not chosen.same_input(trainer.get("input")):
+        saved = trainer.get("input")
+        then = "the whole input" if saved is None else InputSelection.from_dict(saved).describe()
+        raise ConfigError(f"the checkpoint was trained on {then}, this run asks for {chosen.describe()} "
+                          "(--streams); use a new EXP or --no-resume", path)
     saved_model = trainer.get("config", {}).get("model")
     if saved_model is not None and saved_model != model_config:
         raise ConfigError(f"the checkpoint's model {saved_model} differs from the one asked for "
@@ -85,7 +95,7 @@ def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
         log.warning("%s", resize_note(trainer, len(ranks), strategy.world_size, strategy.name))
     model.load_state_dict(own["model"])
     optimizer.load_state_dict(own["optimizer"])
-    set_rng_state(own["rng"])
+    set_rng_state(own["rng"], generators)
     strategy.load_state_dict(own.get("strategy", {}))
     if own.get("work") is not None:
         strategy.restore_work(own["work"])

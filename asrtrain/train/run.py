@@ -13,10 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from asrtrain.data.streams import select_streams
 from asrtrain.distributed.base import Strategy
 from asrtrain.distributed.config import DistConfig
 from asrtrain.distributed.entry import layout_plan, run_job
 from asrtrain.distributed.logs import parent_spec
+from asrtrain.train.augment import spec_masker
 from asrtrain.train.config import TrainConfig
 from asrtrain.train.hooks import Hooks
 from asrtrain.train.plateau import Plateau
@@ -78,11 +80,17 @@ _SELECT = {"last": "the last epoch's model", "best": "the epoch with the lowest 
 def plan(cfg: TrainConfig, dist_cfg: DistConfig) -> dict[str, Any]:
     """What ``run`` would do, without starting anything (``asrtrain train --dry-run``)."""
     archive = open_archive(cfg.archive, "training")
-    resolved = cfg.with_archive_dims(*archive_dims(archive))
+    chosen = select_streams(archive, cfg.stream_names)
+    resolved = cfg.with_archive_dims(chosen.dim, archive_dims(archive)[1])
+    spec = cfg.augment
+    if spec is not None:  # the same refusals as the trainer's
+        spec_masker(spec, archive.layout, chosen.columns, archive.chunk, cfg.seed, 0, archive.path)
     m = resolved.model
     out: dict[str, Any] = {
         "archive": str(cfg.archive), "chunks": archive.num_chunks,
         "frames": sum(u[3] for u in archive.utterances), "valid": str(cfg.valid),
+        "input (--streams)": chosen.describe(),
+        "spec-augment": "off" if spec is None else f"{spec} per chunk, training batches only",
         "model": f"{m.layers}x{m.hidden} BLSTM, proj {m.proj}, {m.input_dim} -> {m.num_pdfs}",
         "parameters": m.num_parameters(), "GFLOP/frame (train)": round(m.train_flops_per_frame() / 1e9, 4),
     }

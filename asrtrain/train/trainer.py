@@ -1,9 +1,10 @@
 """The training loop: one loop for the single learner and for SSGD, ADPSGD and H-ADPSGD.
 
-Read :meth:`Trainer.fit` top to bottom. An epoch: batches from the strategy → one
-step each (logits → summed frame cross-entropy over the real frames → divided by the
-strategy's denominator → backward → clipping → SGD → the strategy's after-step),
-pausing at a step boundary for a mid-epoch checkpoint when one is due → the
+Read :meth:`Trainer.fit` top to bottom. An epoch: batches from the strategy (the
+archive's ``--streams`` columns) → one step each (``--spec-augment``'s masks,
+:mod:`asrtrain.train.augment` → logits → summed frame cross-entropy over the real
+frames → divided by the strategy's denominator → backward → clipping → SGD → the
+strategy's after-step), pausing at a step boundary for a mid-epoch checkpoint when one is due → the
 strategy's end of epoch (agree on the end, average weights) → held-out evaluation
 (:mod:`asrtrain.train.validate`) → the rate's decision for the next epoch under
 ``--lr-schedule plateau`` (:mod:`asrtrain.train.plateau`; it may end training) → the
@@ -36,11 +37,14 @@ import torch
 
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import AsrtrainError, Preempted
+from asrtrain.data.archive import Archive
 from asrtrain.data.loader import ChunkLoader
+from asrtrain.data.streams import InputSelection, select_streams
 from asrtrain.distributed.base import Strategy
 from asrtrain.model.blstm import BLSTM
 from asrtrain.model.io import save_final
 from asrtrain.train import checkpoint, learner_figures
+from asrtrain.train.augment import SpecMasker, spec_masker
 from asrtrain.train.config import TrainConfig
 from asrtrain.train.device import DeviceBatch, StepFigures, ahead
 from asrtrain.train.events import open_sink
@@ -90,8 +94,11 @@ class Trainer:
             torch.set_num_threads(cfg.num_threads)
         self.archive = open_archive(cfg.archive, "training")
         check_batch(self.archive, cfg.batch)
-        self.cfg = cfg.with_archive_dims(*archive_dims(self.archive))
-        self.valid = open_held_out(cfg.valid, self.archive)
+        self.input = select_streams(self.archive, cfg.stream_names)  # the columns the model reads
+        self.cfg = cfg.with_archive_dims(self.input.dim, archive_dims(self.archive)[1])
+        held = open_held_out(cfg.valid, self.archive, self.input)
+        self.valid: Archive | None = held[0] if held else None
+        self.valid_input: InputSelection | None = held[1] if held else None  # the same streams in it
         self.device = torch.device(self.strategy.device)
         self.dtype = autocast_dtype(self.cfg.precision, self.device)
         self.schedule = LRSchedule.from_config(self.cfg)
@@ -102,17 +109,18 @@ class Trainer:
         self._called_off = 0  # the epoch whose mid-epoch checkpoint was called off (no new ones in it)
         torch.manual_seed(self.cfg.seed)  # identical initial weights on every learner
         self.model = BLSTM(self.cfg.model)
-        self.model.set_normalization(self.archive.mean, self.archive.var)
+        self.model.set_normalization(self.input.take(self.archive.mean), self.input.take(self.archive.var))
         self.model.to(self.device)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.schedule.lr(1),
                                          momentum=self.cfg.momentum, nesterov=self.cfg.nesterov,
                                          weight_decay=self.cfg.weight_decay,
                                          fused=self.device.type == "cuda" or None)
         self.figures = StepFigures(self.device)
+        self.masker = self._masker()
         loader_opts: dict[str, Any] = {k: v for k, v in (("block_chunks", self.cfg.block_chunks),
                                                          ("prefetch", self.cfg.prefetch)) if v is not None}
         self.loader = ChunkLoader(self.cfg.archive, self.cfg.per_learner_batch(self.strategy.world_size),
-                                  seed=self.cfg.seed, **loader_opts)
+                                  seed=self.cfg.seed, columns=self.input.index, **loader_opts)
         self.step, self.start_epoch = 0, 1
         self.history: list[dict[str, Any]] = []
         self.last_good: Path | None = None
@@ -127,11 +135,24 @@ class Trainer:
                 checkpoint.forget_earlier_run(self.cfg.exp)
             return
         done = restore(self.cfg.exp, self.model, self.optimizer, self.strategy, self.cfg.model.to_dict(),
-                       self.device, archive=self.archive.identity)
+                       self.device, archive=self.archive.identity, chosen=self.input, generators=self.generators)
         if done is not None:
             self.step, self.start_epoch = done.step, done.epochs_done + 1
             self.history, self.last_good, self._resumed_totals = done.history, done.path, done.totals
             self.plateau_state = self._restored_plateau(done.lr_state)
+
+    def _masker(self) -> SpecMasker | None:
+        """SpecAugment's masker of this learner's training batches (``--spec-augment``), or None."""
+        spec = self.cfg.augment
+        if spec is None:
+            return None
+        return spec_masker(spec, self.archive.layout, self.input.columns, self.archive.chunk, self.cfg.seed,
+                           self.strategy.rank, self.archive.path)
+
+    @property
+    def generators(self) -> dict[str, torch.Generator]:
+        """The learner's own random generators, checkpointed with its RNG states."""
+        return {} if self.masker is None else {"spec_augment": self.masker.generator}
 
     def _restored_plateau(self, saved: dict[str, Any] | None) -> PlateauState:
         """The plateau decisions taken so far: as the checkpoint recorded them, else replayed from
@@ -165,7 +186,8 @@ class Trainer:
                 strategy.end_epoch(self.model, epoch)
                 own = learner_figures.slots(strategy, time.perf_counter() - work_done)
                 if self.valid is not None:
-                    totals += held_out(self.model, self.valid, strategy, cfg.valid_batch, self.device, self.dtype)
+                    totals += held_out(self.model, self.valid, strategy, cfg.valid_batch, self.device, self.dtype,
+                                       self.valid_input.index if self.valid_input is not None else None)
                 sums = strategy.all_sum(totals + own)
                 sums, by_learner = sums[:len(totals)], sums[len(totals):]
                 row = epoch_row(epoch, self.step, self.lr(epoch), sums[:4], seconds)
@@ -240,9 +262,12 @@ class Trainer:
         return totals
 
     def train_step(self, net: torch.nn.Module, batch: DeviceBatch, lr: float) -> None:
-        """One optimizer step at rate ``lr``, with no host sync (figures go to :attr:`figures`)."""
+        """One optimizer step at rate ``lr``, with no host sync (figures go to :attr:`figures`).
+        With ``--spec-augment`` the batch is masked first (``batch.x`` becomes what the model saw)."""
         for group in self.optimizer.param_groups:
             group["lr"] = lr
+        if self.masker is not None:
+            batch.x = self.masker(batch.x)
         with autocast(self.device, self.dtype):
             logits = net(batch.x)
         loss_sum, _, correct = frame_loss(logits, batch.y)
@@ -300,11 +325,12 @@ class Trainer:
 
     def _save(self, name: str, where: dict[str, Any], own: dict[str, Any], stop_after: bool) -> None:
         state = {"step": self.step, "config": self.cfg.to_dict(), "history": self.history,
-                 "archive": self.archive.identity,
+                 "archive": self.archive.identity, "input": self.input.to_dict(),
                  "lr_state": self.plateau_state.to_dict() if self.plateau else None, **where}
         path, stop = checkpoint.save(self.cfg.exp, name, self.model, self.optimizer, self.strategy, state, own,
                                      keep=self.cfg.keep_checkpoints,
-                                     protect=frozenset(needed_epochs(self.selection, self.history)))
+                                     protect=frozenset(needed_epochs(self.selection, self.history)),
+                                     generators=self.generators)
         self.last_good = path or self.last_good
         self.saves.reset(self.step)
         if stop and stop_after:
@@ -318,6 +344,7 @@ class Trainer:
         meta = {"train_config": self.cfg.to_dict(), "epochs": self.epochs_done, "steps": self.step,
                 "history": self.history, "archive_header": self.archive.header,
                 "tree_id": self.archive.header.get("tree_id"), "select": chosen.to_dict(),
+                "input": self.input.to_dict(),
                 "lr_schedule": {"schedule": self.cfg.lr_schedule, **self.plateau_state.to_dict()}}
         path = save_final(self.cfg.exp / "final.pt", self._selected_model(chosen), self.archive.priors,
                           self.archive.layout, meta)

@@ -18,6 +18,7 @@ from torch import nn
 from asrtrain.core.errors import InputError
 from asrtrain.data.archive import Archive
 from asrtrain.data.loader import IGNORE_INDEX
+from asrtrain.data.streams import InputSelection, whole_input
 from asrtrain.distributed.base import Strategy
 from asrtrain.train.step import autocast, frame_loss
 
@@ -52,20 +53,27 @@ def check_batch(archive: Archive, batch: int) -> None:
         raise InputError(problem, archive.path)
 
 
-def open_held_out(path: Path | None, train: Archive) -> Archive | None:
-    """The held-out archive, checked against the training archive's feature and pdf sizes."""
+def open_held_out(path: Path | None, train: Archive,
+                  chosen: InputSelection | None = None) -> tuple[Archive, InputSelection] | None:
+    """The held-out archive and the model's input in it (``chosen``, the training archive's, by
+    name; default its whole input), checked against the training input's width and pdfs."""
     if path is None:
         return None
     valid = open_archive(path, "held-out")
-    if (valid.feat_dim, valid.num_pdfs) != (train.feat_dim, train.num_pdfs):
-        raise InputError(f"held-out archive has feat_dim {valid.feat_dim} and {valid.num_pdfs} pdfs; "
-                         f"the training archive has {train.feat_dim} and {train.num_pdfs}", path)
-    return valid
+    chosen = chosen or whole_input(train)
+    picked = chosen.on(valid, "held-out")
+    if (picked.dim, valid.num_pdfs) != (chosen.dim, train.num_pdfs):
+        what = "feat_dim" if not chosen.by_name else f"{'+'.join(chosen.streams)} width"
+        raise InputError(f"held-out archive has {what} {picked.dim} and {valid.num_pdfs} pdfs; "
+                         f"the training archive has {chosen.dim} and {train.num_pdfs}", path)
+    return valid, picked
 
 
 def evaluate(model: nn.Module, archive: Archive, batch: int, device: torch.device,
-             dtype: torch.dtype | None, rank: int = 0, world_size: int = 1) -> list[float]:
-    """[summed loss, real frames, correct frames] over batches ``rank::world_size`` of the archive."""
+             dtype: torch.dtype | None, rank: int = 0, world_size: int = 1,
+             columns: list[int] | None = None) -> list[float]:
+    """[summed loss, real frames, correct frames] over batches ``rank::world_size`` of the archive
+    (``columns``: the model's input columns, default all)."""
     was_training = model.training
     model.eval()
     loss_sum, frames, correct = 0.0, 0, 0
@@ -73,6 +81,8 @@ def evaluate(model: nn.Module, archive: Archive, batch: int, device: torch.devic
     with torch.no_grad():
         for start in starts:
             feats, targets = archive.read_chunks(start, min(start + batch, archive.num_chunks))
+            if columns is not None:
+                feats = feats[..., columns]
             x = torch.as_tensor(feats).to(device=device, dtype=torch.float32)
             y = torch.as_tensor(targets).to(device=device, dtype=torch.int64)
             y[y < 0] = IGNORE_INDEX
@@ -85,13 +95,13 @@ def evaluate(model: nn.Module, archive: Archive, batch: int, device: torch.devic
 
 
 def held_out(model: nn.Module, archive: Archive, strategy: Strategy, batch: int,
-             device: torch.device, dtype: torch.dtype | None) -> list[float]:
+             device: torch.device, dtype: torch.dtype | None, columns: list[int] | None = None) -> list[float]:
     """This learner's part of the held-out figures, to be summed over all learners."""
     s = strategy
     if s.weights_agree:
-        return evaluate(model, archive, batch, device, dtype, s.rank, s.world_size)
+        return evaluate(model, archive, batch, device, dtype, s.rank, s.world_size, columns)
     slots = [0.0] * (3 * s.world_size)
-    slots[3 * s.rank:3 * s.rank + 3] = evaluate(model, archive, batch, device, dtype)
+    slots[3 * s.rank:3 * s.rank + 3] = evaluate(model, archive, batch, device, dtype, columns=columns)
     return slots
 
 

@@ -51,3 +51,50 @@ def learnable_archives(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     root = tmp_path_factory.mktemp("archives")
     return (write_learnable_archive(root / "train.h5", 60, seed=0),
             write_learnable_archive(root / "valid.h5", 20, seed=1))
+
+
+#: The streams of :func:`write_stream_archive`: name → width (logmel: 5 bins with Δ and ΔΔ).
+STREAMS = {"fmllr": 4, "ivector": 3, "logmel": 15}
+
+
+def write_stream_archive(out: Path, utts: int, seed: int, order: tuple[str, ...] = tuple(STREAMS),
+                         targets: bool = True) -> Path:
+    """An archive of the paper's three streams in ``order`` (tiny widths): logmel carries the pdfs
+    (their embedding plus noise, learnable), fmllr and ivector are noise. Every value is far from 0,
+    so a zero in a batch is a mask."""
+    import kaldiio
+
+    from asrtrain.data.archive_writer import write_archive
+    from asrtrain.data.fuse import Stream
+
+    rng = np.random.default_rng(seed)
+    embed = np.random.default_rng(4321).normal(size=(NUM_PDFS, STREAMS["logmel"]))
+    work = out.parent / f"{out.stem}_src"
+    work.mkdir(parents=True, exist_ok=True)
+    tables: dict[str, dict[str, np.ndarray]] = {name: {} for name in (*STREAMS, "ali")}
+    for u in range(utts):
+        labels: list[int] = []
+        while len(labels) < rng.integers(30, 60):
+            labels += [int(rng.integers(0, NUM_PDFS))] * int(rng.integers(3, 9))
+        y = np.array(labels, dtype=np.int32)
+        key = f"spk{u % 3}-{u:04d}"
+        tables["logmel"][key] = (50.0 + 10.0 * (embed[y] + 0.5 * rng.normal(size=(len(y), 15)))).astype(np.float32)
+        for name in ("fmllr", "ivector"):
+            tables[name][key] = (100.0 + rng.uniform(1, 10, size=(len(y), STREAMS[name]))).astype(np.float32)
+        tables["ali"][key] = y
+    for name, table in tables.items():
+        kaldiio.save_ark(str(work / f"{name}.ark"), table, scp=str(work / f"{name}.scp"))
+    write_archive(out, [Stream(name, work / f"{name}.scp") for name in order],
+                  ali_scp=str(work / "ali.scp") if targets else None, num_pdfs=NUM_PDFS if targets else None)
+    return out
+
+
+@pytest.fixture(scope="session")
+def stream_archives(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(train.h5 with 30 utterances, valid.h5 with 10, test.h5 with 6: no targets, its streams in
+    another order: logmel, fmllr, ivector)."""
+    root = tmp_path_factory.mktemp("stream_archives")
+    return (write_stream_archive(root / "train.h5", 30, seed=0),
+            write_stream_archive(root / "valid.h5", 10, seed=1),
+            write_stream_archive(root / "test.h5", 6, seed=2, order=("logmel", "fmllr", "ivector"),
+                                 targets=False))
