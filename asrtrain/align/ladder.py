@@ -291,9 +291,11 @@ def estimate_fmllr(model: AcousticModel, utts: Utterances, front: FrontEnd,
     return out
 
 
-def fmllr_stats(model: AcousticModel, x: torch.Tensor, pdf: torch.Tensor, w: torch.Tensor):
+def fmllr_stats(model: AcousticModel, x: torch.Tensor, pdf: torch.Tensor, w: torch.Tensor,
+                weight: torch.Tensor | None = None):
     """G_i = Σ_t Σ_k γ_tk ξ_t ξ_tᵀ / σ²_ki and k_i = Σ_t Σ_k γ_tk μ_ki ξ_t / σ²_ki for the
-    aligned pdfs' Gaussians, posteriors of the transformed frames."""
+    aligned pdfs' Gaussians, posteriors of the transformed frames; ``weight`` scales each
+    frame (a decode's first pass down-weights silence, Kaldi's weight-silence-post)."""
     from asrtrain.adapt.fmllr import FmllrStats
     from asrtrain.align.am import by_pdf
 
@@ -308,7 +310,10 @@ def fmllr_stats(model: AcousticModel, x: torch.Tensor, pdf: torch.Tensor, w: tor
         inv = 1.0 / model.vars[p, :k]
         wt[idx] = post @ inv
         kt[idx] = post @ (model.means[p, :k] * inv)
+    if weight is not None:
+        wt, kt = wt * weight[:, None], kt * weight[:, None]
     g = (wt.T @ (xi[:, :, None] * xi[:, None, :]).reshape(-1, (d + 1) ** 2)
          ).reshape(d, d + 1, d + 1)
     k_stats = kt.T @ xi
-    return FmllrStats(beta=float(x.shape[0]), g=g, k=k_stats, const=0.0, entropy=0.0, loglike=0.0)
+    beta = float(x.shape[0]) if weight is None else float(weight.sum())
+    return FmllrStats(beta=beta, g=g, k=k_stats, const=0.0, entropy=0.0, loglike=0.0)

@@ -20,6 +20,7 @@ import torch
 
 from asrtrain.align.aligner import ACWT, BEAM, LAST_BEAM, RETRY_BEAM, Alignment, align
 from asrtrain.align.am import AcousticModel
+from asrtrain.align.backoff import backed_off, fill_backoffs
 from asrtrain.align.graph import PhoneDag, expand
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs, count_states
 from asrtrain.core.progress import Progress
@@ -159,6 +160,7 @@ def train_stage(spec: StageSpec, jobs: Jobs, model: AcousticModel, pdfs: MonoPdf
     mix_iters = spec.mix_iters or max(spec.iters - 2, 1)
     step = max((spec.gauss - start_gauss) / mix_iters, 0.0)
     target = float(start_gauss)
+    backoffs = backed_off(pdfs.tree) if isinstance(pdfs, TreePdfs) else {}
     t0 = time.time()
     for it in range(1, spec.iters + 1):
         if it in spec.realign_iters:
@@ -167,6 +169,7 @@ def train_stage(spec: StageSpec, jobs: Jobs, model: AcousticModel, pdfs: MonoPdf
             hook(it, model)
         stats, frames, visits = jobs.accumulate(model)
         model.update(stats, var_floor)
+        filled = fill_backoffs(model, stats, backoffs, var_floor)
         trans.reestimate(frames, visits)
         if it <= mix_iters:
             target = min(target + step, spec.gauss)
@@ -175,8 +178,8 @@ def train_stage(spec: StageSpec, jobs: Jobs, model: AcousticModel, pdfs: MonoPdf
             # (which differs with --nj and would send a Gaussian elsewhere)
             model.mix_up(int(round(target)), stats.occ.sum(1).round())
         log.info("%s iteration %d/%d: log-likelihood per frame %.3f over %d frames, "
-                 "%d Gaussians, %d utterances aligned", spec.name, it, spec.iters,
-                 stats.loglike / max(stats.frames, 1), stats.frames, model.num_gauss(),
-                 len(jobs.alignments))
+                 "%d Gaussians, %d utterances aligned, %d back-off pdfs pooled", spec.name, it,
+                 spec.iters, stats.loglike / max(stats.frames, 1), stats.frames,
+                 model.num_gauss(), len(jobs.alignments), filled)
     log.info("%s: %d iterations in %.1f s", spec.name, spec.iters, time.time() - t0)
     return model

@@ -47,13 +47,25 @@ from asrtrain.decode.grid import DEFAULT_LATTICE_BEAM, DEFAULT_LMWT, DEFAULT_WIP
 @click.option("--lattice-beam", type=POSITIVE, default=DEFAULT_LATTICE_BEAM, show_default=True,
               help="With --lattices: keep every word sequence within this cost of the best "
                    "(graph + acwt x acoustic).")
+@click.option("--first-pass", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A GMM's speaker adaptation (Kaldi's decode_fmllr.sh): the decode dir of a "
+                   "speaker-independent first pass with --lattices (the LDA+MLLT model on the same "
+                   "tree); each speaker's fMLLR transform against MODEL (the SAT model) comes from "
+                   "its best paths, silence down-weighted, and is written to OUT/trans.scp.")
+@click.option("--first-pass-lmwt", type=POSITIVE, default=None,
+              help="The LM weight of the first pass's best paths [1/--acwt].")
+@click.option("--transforms", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Speaker fMLLR transforms (a trans.scp) for a SAT model, instead of --first-pass.")
 @click.pass_context
 def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, nj: int,
            acwt: float, beam: float, max_active: int, lmwt: str, wip: str, text: Path | None,
            oracle: Path | None, tid2pdf: Path | None, lattices: bool, lattice_beam: float,
+           first_pass: Path | None, first_pass_lmwt: float | None, transforms: Path | None,
            config: str | None) -> None:
     """Decode DATA (an archive .h5) with MODEL (final.pt) on GRAPH (lang/graph, or a Kaldi
-    graph dir with --tid2pdf).
+    graph dir with --tid2pdf); or, for the GMM baselines, DATA a features dir (the MFCC of
+    prepare features) with MODEL an aligner rung (prepare align's models/<stage>.pt) on its
+    graph (prepare gmm-graph).
 
     Writes OUT/hyp/<lmwt>.txt, OUT/ctm/<lmwt>.ctm (<lmwt>_<wip> with several --wip),
     OUT/log/ and, with --text, OUT/ref.txt; then `asrtrain score --sweep OUT` gives the WER
@@ -83,7 +95,9 @@ def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, 
     cfg = DecodeConfig(graph=graph, out=out, model=None if model == none else model,
                        data=None if data == none else data, oracle=oracle, nj=nj, acwt=acwt,
                        beam=beam, max_active=max_active, lmwts=lmwts, wips=wips, text=text,
-                       tid2pdf=tid2pdf, lattices=lattices, lattice_beam=lattice_beam)
+                       tid2pdf=tid2pdf, lattices=lattices, lattice_beam=lattice_beam,
+                       first_pass=first_pass, first_pass_lmwt=first_pass_lmwt,
+                       transforms=transforms)
     with command_run("decode", out, resolved_params(ctx)):
         figures = run_decode(cfg)
     speed = (f"{figures['rtf_decode_total']:.4f} for the lattices and the sweep"

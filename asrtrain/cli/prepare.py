@@ -16,6 +16,8 @@ PREPARE_COMMANDS = {
     "align": "asrtrain.cli.prepare_align:align",
     "align-worker": "asrtrain.cli.prepare_align:align_worker",
     "sizes": "asrtrain.cli.prepare_sizes:sizes",
+    "gmm-graph": "asrtrain.cli.prepare_gmm_graph:gmm_graph",
+    "fmllr-feats": "asrtrain.cli.prepare_fmllr_feats:fmllr_feats",
     "perturb": "asrtrain.cli.prepare_perturb:perturb",
     "subset": "asrtrain.cli.prepare_subset:subset",
     "check-dirs": "asrtrain.cli.prepare_check_dirs:check_dirs",

@@ -61,11 +61,15 @@ class DecodeConfig:
     tid2pdf: Path | None = None
     lattices: bool = False  # one lattice search per utterance, the grid swept on the lattices
     lattice_beam: float = DEFAULT_LATTICE_BEAM
+    first_pass: Path | None = None    # a GMM's first-pass decode: speaker transforms from it
+    first_pass_lmwt: float | None = None  # its best path's LM weight (default 1/acwt)
+    transforms: Path | None = None    # speaker fMLLR transforms (trans.scp) for a GMM
 
 
 def make_scorer(cfg: DecodeConfig, num_pdfs: int | None, tmap: Any = None):
     """The oracle scorer (``--oracle``) or the model scorer; ``num_pdfs`` None (a Kaldi
     graph without ``num_pdfs``): the model's outputs, or for the oracle the map's pdfs."""
+    from asrtrain.decode.gmm_scorer import GmmScorer, is_features_dir
     from asrtrain.decode.loglikes import ModelScorer, OracleScorer
 
     if cfg.oracle is not None:
@@ -74,6 +78,14 @@ def make_scorer(cfg: DecodeConfig, num_pdfs: int | None, tmap: Any = None):
         return OracleScorer(cfg.oracle, num_pdfs)
     if cfg.model is None or cfg.data is None:
         raise ConfigError("decode needs MODEL and DATA (an archive), or --oracle ALI.scp")
+    if is_features_dir(cfg.data):
+        from asrtrain.decode.first_pass import read_transforms
+
+        return GmmScorer(cfg.model, cfg.data, num_pdfs,
+                         read_transforms(cfg.transforms) if cfg.transforms else None)
+    if cfg.first_pass is not None or cfg.transforms is not None:
+        raise ConfigError("--first-pass and --transforms adapt a GMM (DATA a features dir), "
+                          "not a network")
     return ModelScorer(cfg.model, cfg.data, num_pdfs)
 
 
@@ -108,6 +120,15 @@ def check_identity(cfg: DecodeConfig, graph: GraphInfo, scorer: Any, tmap: Any =
         marker = Path(cfg.oracle).parent / "tree_id"
         other = read_text(marker).strip() if marker.exists() else None
         what = f"the alignments {cfg.oracle}"
+    elif hasattr(scorer, "rung"):   # a GMM: the graph's pdfs must be its pdfs
+        from asrtrain.decode.first_pass import pdf_map_id
+
+        theirs, ours = graph_pdf_map_id(graph), pdf_map_id(scorer.rung.tree)
+        if theirs != ours:
+            raise InputError(f"the graph's pdfs are those of tree {theirs}, the model {cfg.model}'s"
+                             f" of tree {ours}: build its graph with prepare gmm-graph",
+                             graph.path)
+        return
     else:
         other = model_tree_id(scorer.final.meta)
         what = f"the model {cfg.model}"
@@ -116,6 +137,33 @@ def check_identity(cfg: DecodeConfig, graph: GraphInfo, scorer: Any, tmap: Any =
     elif other != graph.tree_id:
         raise InputError(f"the graph was built for tree {graph.tree_id}, {what} for tree {other}",
                          graph.path)
+
+
+def graph_pdf_map_id(graph: GraphInfo) -> str | None:
+    """What the graph's pdf labels mean (None for a Kaldi graph)."""
+    from asrtrain.decode.first_pass import pdf_map_id
+    from asrtrain.lang.tree import ContextTree
+
+    if graph.kaldi:
+        return None
+    return pdf_map_id(ContextTree.from_json(json.loads(read_text(graph.path / "tree"))))
+
+
+def adapt_first(cfg: DecodeConfig, scorer: Any) -> dict[str, Any]:
+    """With ``--first-pass``: the speakers' transforms, written to ``OUT/trans.scp`` and
+    handed to the jobs; their figures."""
+    from asrtrain.decode.first_pass import estimate_transforms, write_transforms
+
+    if cfg.first_pass is None:
+        return {}
+    if not hasattr(scorer, "rung"):
+        raise ConfigError("--first-pass adapts a GMM (DATA a features dir), not a network")
+    if cfg.transforms is not None:
+        raise ConfigError("give --first-pass or --transforms, not both")
+    lmwt = cfg.first_pass_lmwt or 1.0 / cfg.acwt
+    transforms, report = estimate_transforms(scorer, cfg.first_pass, lmwt)
+    cfg.transforms = write_transforms(cfg.out, transforms)
+    return {"first_pass": str(cfg.first_pass), "first_pass_lmwt": lmwt, **report.figures()}
 
 
 def split_jobs(utts: list[tuple[str, int]], nj: int) -> list[list[str]]:
@@ -310,7 +358,11 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
     utts = scorer.utterances()
     if not utts:
         raise InputError("no utterances to decode", cfg.oracle or cfg.data)
+    adapted = adapt_first(cfg, scorer)
     del scorer
+    pdf_map = graph_pdf_map_id(graph)
+    if pdf_map is not None:
+        write_text(cfg.out / "pdf_map_id", pdf_map + "\n")
     nj = min(cfg.nj, len(utts))
     cfg.nj = nj
     log.info("decoding %d utterances (%d frames) in %d jobs, LM weights %s, insertion penalties "
@@ -320,7 +372,7 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
                        if k in ("G", "HCLG")))
     stats = run_jobs(cfg, split_jobs(utts, nj), len(utts))
     if cfg.lattices:
-        return _finish_lattices(cfg, graph, tmap, stats, {u for u, _ in utts})
+        return _finish_lattices(cfg, graph, tmap, stats, {u for u, _ in utts}, adapted)
     for _, _, name in settings(cfg.lmwts, cfg.wips):
         for kind, ext in (("hyp", "txt"), ("ctm", "ctm")):
             parts = [job_dir(cfg, j) / f"{kind}.{name}.{ext}" for j in range(nj)]
@@ -330,7 +382,7 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
                         fh.write(read_text(p))
     _remove_stale(cfg)
     remove_stale_lattices(cfg.out, 0)  # lattices of an earlier decode would not match the hyps
-    figures = summarize(cfg, stats)
+    figures = {**summarize(cfg, stats), **adapted}
     if cfg.text is not None:
         figures["ref_oov_tokens"] = copy_reference(cfg.text, cfg.out / "ref.txt", graph.words,
                                                   {u for u, _ in utts})
@@ -339,13 +391,13 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
 
 
 def _finish_lattices(cfg: DecodeConfig, graph: GraphInfo, tmap: Any, stats: list[JobStats],
-                     utts: set[str]) -> dict[str, Any]:
+                     utts: set[str], adapted: dict[str, Any]) -> dict[str, Any]:
     """The grid swept on the jobs' lattices; figures as ``decode`` writes them."""
     from asrtrain.decode.lattice_job import lattice_figures, sweep
 
     remove_stale_lattices(cfg.out, cfg.nj)
     swept = sweep(cfg, graph, tmap, cfg.nj)
-    figures = summarize(cfg, stats, passes=1)
+    figures = {**summarize(cfg, stats, passes=1), **adapted}
     figures.update(lattice_figures(stats, swept, figures["audio_seconds"]))
     if cfg.text is not None:
         figures["ref_oov_tokens"] = copy_reference(cfg.text, cfg.out / "ref.txt", graph.words,

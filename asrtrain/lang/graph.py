@@ -168,6 +168,29 @@ def build_hclg(lg, tree: ContextTree, disambig_phones: list[int], sizes: dict[st
     return arcs
 
 
+def write_graph_dir(dest: Path, hclg: Arcs, lang: Path, tree: ContextTree, silence: str,
+                    sizes: dict[str, tuple[int, int]], extra: dict | None = None) -> None:
+    """A graph directory, whole or not at all: HCLG (ConstFst), the lang's symbol tables and
+    alignment lexicon, the tree it was built for and its id, ``info.json``."""
+    import json
+    import shutil
+
+    from asrtrain.core.atomic import atomic_path, write_text
+    from asrtrain.lang.fstio import write_const
+
+    tree_id = tree.identity()
+    with atomic_path(dest) as tmp:
+        tmp.mkdir()
+        write_const(hclg, tmp / "HCLG.fst")
+        for name in ("words.txt", "phones.txt", "align_lexicon.txt"):
+            shutil.copyfile(lang / name, tmp / name)
+        write_text(tmp / "tree", json.dumps(tree.to_json()) + "\n")
+        write_text(tmp / "tree_id", tree_id + "\n")
+        info = {"tree_id": tree_id, "num_pdfs": tree.num_pdfs, "sizes": sizes,
+                "silence": silence, "self_loop_scale": SELF_LOOP_SCALE, **(extra or {})}
+        write_text(tmp / "info.json", json.dumps(info, indent=2) + "\n")
+
+
 def _step(what: str, t0: float, states_arcs: tuple[int, int]) -> None:
     log.info("graph: %s done at %.1fs (%d states, %d arcs)", what, time.time() - t0, *states_arcs)
 

@@ -158,7 +158,7 @@ def estimate_topology(alignments: Iterable[Alignment], phones: Iterable[int],
             for d in moves:
                 moves[d] += counts[phone][s, d]
             total = sum(moves.values())
-            rows.append({d: c / total for d, c in moves.items()})
+            rows.append({d: float(c / total) for d, c in moves.items()})
         trans[phone] = rows
     return Topology(num_states=num_states, trans=trans)
 

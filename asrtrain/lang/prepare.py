@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,7 +19,6 @@ from asrtrain.core.atomic import atomic_path, write_text
 from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.core.textio import read_lines
 from asrtrain.lang import graph as graphs
-from asrtrain.lang.fstio import write_const
 from asrtrain.lang.hmm import estimate_topology
 from asrtrain.lang.lang_lm import Pruning, build_lms
 from asrtrain.lang.lexicon import (
@@ -148,14 +146,7 @@ def prepare_lang(dict_dir: Path, lm_text: Path | None, ali_dir: Path, out: Path,
     log.info("graph: LG done at %.1fs (%d states, %d arcs)", time.time() - t0, *sizes["LG"])
     hclg = graphs.build_hclg(lg, tree, disambig_ids, sizes)
     del lg, G
-    with atomic_path(out / "graph") as tmp:
-        tmp.mkdir()
-        write_const(hclg, tmp / "HCLG.fst")
-        for name in ("words.txt", "phones.txt", "tree", "tree_id", "align_lexicon.txt"):
-            shutil.copyfile(out / name, tmp / name)
-        info = {"tree_id": tree_id, "num_pdfs": tree.num_pdfs, "sizes": sizes,
-                "silence": lex.silence, "self_loop_scale": graphs.SELF_LOOP_SCALE}
-        write_text(tmp / "info.json", json.dumps(info, indent=2) + "\n")
+    graphs.write_graph_dir(out / "graph", hclg, out, tree, lex.silence, sizes)
     figures["sizes"] = sizes
     for k, (s, a) in sizes.items():
         log.info("graph size %-6s %9d states %10d arcs", k, s, a)

@@ -1,0 +1,161 @@
+"""The ladder's GMMs as decoders: a graph on a rung's tree (``prepare gmm-graph``),
+``decode`` with a rung on a features dir, SAT's two passes (``--first-pass``), the SAT
+features for the network (``prepare fmllr-feats``), the back-off pdfs' GMMs, and the
+refusals (a rung on another tree's graph, a first pass of another tree, not a rung)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ladder_runs import cli  # noqa: E402
+
+WER = re.compile(r"%WER (\d+\.\d\d)")
+
+
+@pytest.fixture(scope="module")
+def gmm_lang(one_process: Path, tiny_corpus: Path, tmp_path_factory) -> Path:
+    from asrtrain.lang.prepare import prepare_lang
+
+    out = tmp_path_factory.mktemp("gmm_lang") / "lang"
+    prepare_lang(tiny_corpus / "dict", tiny_corpus / "lm_text", one_process, out, order=2,
+                 num_pdfs=100)
+    return out
+
+
+@pytest.fixture(scope="module")
+def graphs(gmm_lang: Path, one_process: Path, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("gmm_graphs")
+    for rung in ("mono", "sat"):
+        proc = cli("prepare", "gmm-graph", gmm_lang, one_process / "models" / f"{rung}.pt",
+                   out / rung)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert (out / rung / "HCLG.fst").is_file()
+    return out
+
+
+def decode(model: Path, graph: Path, feats: Path, out: Path, text: Path, *extra: object
+           ) -> float:
+    proc = cli("decode", model, graph, feats, out, "--text", text, "--lattices", "--acwt",
+               "0.0833", "--lmwt", "6,10,14", "--nj", "2", "--beam", "10",
+               "--max-active", "1000", "--lattice-beam", "5", *extra)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = cli("score", "--sweep", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return float(WER.search(proc.stdout.splitlines()[-1]).group(1))
+
+
+def test_each_rung_decodes_and_sat_adapts_from_the_first_pass(
+        graphs: Path, one_process: Path, tiny_mfcc: Path, tiny_corpus: Path, tmp_path: Path):
+    from asrtrain.decode.first_pass import read_transforms
+
+    models, text = one_process / "models", tiny_corpus / "test" / "text"
+    mono = decode(models / "mono.pt", graphs / "mono", tiny_mfcc / "test", tmp_path / "mono", text)
+    lda = decode(models / "lda.pt", graphs / "sat", tiny_mfcc / "test", tmp_path / "lda", text)
+    sat = decode(models / "sat.pt", graphs / "sat", tiny_mfcc / "test", tmp_path / "sat", text,
+                 "--first-pass", tmp_path / "lda")
+    # a minute of speech and a large-vocabulary LM: the rungs must decode every utterance
+    # (their WER on real speech is the custom recipe's yesno test's to check)
+    assert all(w <= 100.0 for w in (mono, lda, sat)), (mono, lda, sat)
+    utts = {ln.split()[0] for ln in text.read_text().splitlines()}
+    for rung in ("mono", "lda", "sat"):
+        hyps = [ln.split() for ln in (tmp_path / rung / "hyp" / "10.txt").read_text().splitlines()]
+        assert {h[0] for h in hyps} == utts and sum(len(h) > 1 for h in hyps) >= len(utts) / 2
+    spk = {ln.split()[1] for ln in (tiny_mfcc / "test" / "utt2spk").read_text().splitlines()}
+    trans = read_transforms(tmp_path / "sat" / "trans.scp")
+    assert set(trans) == spk
+    assert all(w.shape == (40, 41) and np.isfinite(w).all() for w in trans.values())
+    assert any(not np.allclose(w, np.eye(40, 41), atol=1e-3) for w in trans.values())
+
+
+def test_sat_features_for_the_network_from_the_first_pass(
+        graphs: Path, one_process: Path, tiny_mfcc: Path, tiny_corpus: Path, tmp_path: Path):
+    import kaldiio
+
+    from asrtrain.align.saved import load_rung
+    from asrtrain.decode.first_pass import read_transforms
+
+    models = one_process / "models"
+    decode(models / "lda.pt", graphs / "sat", tiny_mfcc / "test", tmp_path / "lda",
+           tiny_corpus / "test" / "text")
+    decode(models / "sat.pt", graphs / "sat", tiny_mfcc / "test", tmp_path / "sat",
+           tiny_corpus / "test" / "text", "--first-pass", tmp_path / "lda")
+    proc = cli("prepare", "fmllr-feats", models / "sat.pt", tiny_mfcc / "test", tmp_path / "f",
+               "--transforms", tmp_path / "sat" / "trans.scp")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    feats = dict(kaldiio.load_scp_sequential(str(tmp_path / "f" / "feats.scp")))
+    rung = load_rung(models / "sat.pt")
+    trans = read_transforms(tmp_path / "sat" / "trans.scp")
+    utt2spk = dict(ln.split() for ln in (tiny_mfcc / "test" / "utt2spk").read_text().splitlines())
+    utt = sorted(feats)[0]
+    from asrtrain.align.feats import FeatTables
+
+    raw = FeatTables(tiny_mfcc / "test", utt2spk).read(utt)
+    rung.front.fmllr = {utt2spk[utt]: trans[utt2spk[utt]]}
+    assert np.allclose(feats[utt], rung.front.apply(raw, utt2spk[utt]), atol=1e-4)
+    assert (tmp_path / "f" / "utt2spk").is_file()
+
+
+def test_a_rung_on_another_trees_graph_is_refused(graphs: Path, one_process: Path,
+                                                  tiny_mfcc: Path, tmp_path: Path):
+    proc = cli("decode", one_process / "models" / "lda.pt", graphs / "mono", tiny_mfcc / "test",
+               tmp_path / "x", "--nj", "1")
+    assert proc.returncode != 0
+    assert "prepare gmm-graph" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_a_first_pass_of_another_tree_is_refused(graphs: Path, one_process: Path,
+                                                 tiny_mfcc: Path, tiny_corpus: Path,
+                                                 tmp_path: Path):
+    models = one_process / "models"
+    decode(models / "mono.pt", graphs / "mono", tiny_mfcc / "test", tmp_path / "mono",
+           tiny_corpus / "test" / "text")
+    proc = cli("decode", models / "sat.pt", graphs / "sat", tiny_mfcc / "test", tmp_path / "sat",
+               "--first-pass", tmp_path / "mono", "--lattices", "--nj", "1")
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "first pass was decoded on a graph of tree" in last, last
+
+
+def test_not_a_rung_is_refused_in_one_line(gmm_lang: Path, tmp_path: Path):
+    bad = tmp_path / "final.pt"
+    torch.save({"model": {}, "meta": {}}, bad)
+    proc = cli("prepare", "gmm-graph", gmm_lang, bad, tmp_path / "g")
+    assert proc.returncode != 0
+    assert "not an aligner model" in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "g").exists()
+
+
+def test_backoff_pdfs_get_their_leaves_pooled_frames():
+    from asrtrain.align.am import AcousticModel
+    from asrtrain.align.backoff import backed_off, fill_backoffs
+    from asrtrain.lang.hmm import Topology
+    from asrtrain.lang.tree import ContextTree
+
+    row = [{0: 0.5, 1: 0.5}]
+    topo = Topology(num_states={1: 1, 2: 1}, trans={1: row, 2: row})
+    # phone 2: CI pdf 1, biphone (2, 0, ctx 1) pdf 2, triphones 3 and 4; phone 1: pdf 0
+    tree = ContextTree(topo=topo, ci_phones=[1], ci={(1, 0): 0, (2, 0): 1}, bi={(2, 0, 1): 2},
+                       tri={(1, 2, 1, 0): 3, (2, 2, 1, 0): 4},
+                       pdf_info=[(1, 0), (2, 0), (2, 0), (2, 0), (2, 0)])
+    under = backed_off(tree)
+    assert sorted(under[1]) == [2, 3, 4] and under[2] == [3] and under[0] == []
+    model = AcousticModel.flat(5, torch.zeros(2), torch.ones(2))
+    stats = model.zero_stats()
+    x3 = torch.tensor([[1.0, 2.0], [3.0, 2.0]])
+    x4 = torch.tensor([[5.0, 8.0]])
+    model.accumulate(stats, torch.cat([x3, x4]), np.array([3, 3, 4]))
+    floor = torch.full((2,), 1e-3)
+    model.update(stats, floor)
+    assert fill_backoffs(model, stats, under, floor) == 2
+    pooled = torch.cat([x3, x4])
+    assert torch.allclose(model.means[1, 0], pooled.mean(0).double())
+    assert torch.allclose(model.vars[1, 0], pooled.var(0, unbiased=False).double())
+    assert torch.allclose(model.means[2, 0], x3.mean(0).double())   # pdf 2 backs off for 3 only
+    assert torch.equal(model.means[0, 0], torch.zeros(2, dtype=torch.float64))  # nothing under it
