@@ -16,7 +16,8 @@
 # --speed-perturb true trains on 0.9/1.0/1.1 copies of the training data (Kaldi's 3-way).
 #
 # Stages: 0 data dirs, 1 features and sizes, 2 alignments, 3 i-vectors and fMLLR,
-#         4 lang and graph, 5 archives, 6 train, 7 decode, 8 score.
+#         4 lang and graph, and the GMM rungs decoded (SAT in two passes), 5 archives,
+#         6 train, 7 decode, 8 score (a line per GMM rung, then the BLSTM's).
 # New recordings, once trained:  ./transcribe.sh --data DIR --out DIR
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -79,6 +80,25 @@ lr_schedule=paper
 strategy=h-adpsgd
 nproc=4
 group_size=2
+# GMM baselines (Kaldi's RESULTS rungs): each rung's graph, dev and test decoded, SAT in two
+# passes (speaker-independent LDA+MLLT first, fMLLR from its best paths); auto: every rung of
+# --ali-stages; none: no baselines
+gmm_rungs=auto
+# Kaldi's decode.sh has beam 13, max-active 7000, lattice beam 6; our lattice determinization
+# slows down more with the lattice beam than Kaldi's (speechocean762's monophones: 1.4 s for a
+# 2.8 s utterance at max-active 2000 and lattice beam 4, 300 s at 7000 and 8)
+gmm_acwt=0.0833
+gmm_lmwt=6:18
+gmm_beam=13
+gmm_max_active=2000
+gmm_lattice_beam=4
+# the network's fMLLR stream: sat (the SAT rung's features; dev/test transforms from the GMM
+# first pass, Kaldi's way for nnet inputs) or global (prepare fmllr: a global GMM, no transcripts)
+fmllr_source=global
+# the network's inputs (streams of the archive) and regularisation; empty streams: all
+streams=
+dropout=0.0
+spec_augment=off
 # decoding: one lattice search per utterance, every LM weight and word insertion penalty
 # read off the lattices (Kaldi's score.sh grid, wider), swept on dev and test, picked on dev;
 # lattices=false decodes once per pair instead
@@ -107,6 +127,11 @@ done
 [ -f "$lm_text" ] || die "--lm-text $lm_text: not a file"
 [ -z "$dev" ] || [ -d "$dev" ] || die "--dev $dev: not a directory"
 case "$speed_perturb" in true|false) ;; *) die "--speed-perturb must be true or false" ;; esac
+case "$fmllr_source" in global|sat) ;; *) die "--fmllr-source must be global or sat" ;; esac
+if [ "$gmm_rungs" = auto ]; then gmm_rungs=$ali_stages; elif [ "$gmm_rungs" = none ]; then gmm_rungs=; fi
+if [ "$fmllr_source" = sat ] && [[ ",$gmm_rungs," != *",sat,"* ]]; then
+  die "--fmllr-source sat needs the SAT rung's first pass (--gmm-rungs with sat)"
+fi
 
 lang=$data/lang
 ali=$exp/ali
@@ -217,6 +242,45 @@ if want_stage 4; then
   took 4
 fi
 
+# the GMM rungs: a graph per tree (tri, lda and sat share one), dev and test decoded with
+# lattices; sat adapts each speaker from the lda pass (prepare gmm-graph, decode --first-pass)
+gmm=$exp/gmm
+gmm_graph() { if [ "$1" = mono ]; then echo "$gmm/graph_mono"; else echo "$gmm/graph_tri"; fi; }
+if want_stage 4 && [ -n "$gmm_rungs" ]; then
+  echo "=== stage 4: GMM baselines ($gmm_rungs) on dev and test"
+  for rung in ${gmm_rungs//,/ }; do
+    [ -f "$ali/models/$rung.pt" ] || die "no $ali/models/$rung.pt: --gmm-rungs must be among --ali-stages"
+    graph=$(gmm_graph "$rung")
+    done_or_run "graph-$(basename "$graph")" "$graph" \
+      asrtrain prepare gmm-graph "$lang" "$ali/models/$rung.pt" "$graph"
+    for split in dev test; do
+      adapt=()
+      if [ "$rung" = sat ]; then adapt=(--first-pass "$gmm/decode_lda_$split"); fi
+      text_opt=()
+      if has_text "$(src "$split")"; then text_opt=(--text "$(src "$split")/text"); fi
+      done_or_run "decode-$rung-$split" "$gmm/decode_${rung}_$split" \
+        $decode_cmd "$gmm/decode_${rung}_$split/log/run.log" \
+          asrtrain decode "$ali/models/$rung.pt" "$graph" "$data/mfcc/$split" \
+            "$gmm/decode_${rung}_$split" "${text_opt[@]}" "${adapt[@]}" --nj "$nj" --lattices \
+            --acwt "$gmm_acwt" --lmwt "$gmm_lmwt" --wip "$wip" --beam "$gmm_beam" \
+            --max-active "$gmm_max_active" --lattice-beam "$gmm_lattice_beam"
+    done
+  done
+  if [ "$fmllr_source" = sat ]; then   # the network's fMLLR stream for dev and test
+    for split in dev test; do
+      done_or_run "satfeats-$split" "$exp/fmllr_sat/$split" \
+        asrtrain prepare fmllr-feats "$ali/models/sat.pt" "$data/mfcc/$split" "$exp/fmllr_sat/$split" \
+          --transforms "$gmm/decode_sat_$split/trans.scp"
+    done
+  fi
+  took 4
+fi
+fmllr_feats() {   # the fMLLR stream of a split, as --fmllr-source says
+  if [ "$fmllr_source" = global ]; then echo "$exp/fmllr/$1/feats.scp"
+  elif [ "$1" = train ]; then echo "$ali/fmllr/train/feats.scp"
+  else echo "$exp/fmllr_sat/$1/feats.scp"; fi
+}
+
 if want_stage 5; then
   echo "=== stage 5: HDF5 archives (fMLLR 40 + i-vector $ivector_dim + logmel 120); test without targets"
   for split in "${splits[@]}"; do
@@ -226,7 +290,7 @@ if want_stage 5; then
     fi
     done_or_run "archive-$split" "$archives" \
       asrtrain prepare archive "$archives/$split.h5" --chunk "$chunk" \
-        --stream fmllr="$exp/fmllr/$split/feats.scp" \
+        --stream fmllr="$(fmllr_feats "$split")" \
         --stream ivector="$exp/ivectors/$split/ivectors.scp" --ivector-period ivector="$ivector_period" \
         --stream logmel="$data/logmel/$split/feats.scp" \
         --cmvn logmel="$data/logmel/$split/cmvn.scp" --utt2spk "$(src "$split")/utt2spk" "${targets[@]}"
@@ -235,13 +299,16 @@ if want_stage 5; then
 fi
 
 if want_stage 6; then
+  streams_opt=()
+  if [ -n "$streams" ]; then streams_opt=(--streams "$streams"); fi
   echo "=== stage 6: train the BLSTM ($layers x $hidden, proj $proj, $epochs epochs) with $strategy on $nproc learners"
   done_or_run train "$model" \
     $train_cmd --nproc "$nproc" "$model/log/run.log" \
       asrtrain train "$archives/train.h5" "$model" --valid "$archives/dev.h5" \
         --hidden "$hidden" --layers "$layers" --proj "$proj" --epochs "$epochs" --batch "$batch" \
         --base-batch "$base_batch" --lr "$lr" --warmup-epochs "$warmup_epochs" --seed "$seed" \
-        --select "$select" --lr-schedule "$lr_schedule" \
+        --select "$select" --lr-schedule "$lr_schedule" --dropout "$dropout" \
+        --spec-augment "$spec_augment" "${streams_opt[@]}" \
         --strategy "$strategy" --nproc "$nproc" "${group_opt[@]}"
   took 6
 fi
@@ -262,6 +329,13 @@ fi
 
 if want_stage 8; then
   echo "=== stage 8: score (the LM weight and insertion penalty picked on dev)"
+  if has_text "$test" && [ -n "$gmm_rungs" ]; then   # Kaldi's RESULTS: a line per rung
+    for rung in ${gmm_rungs//,/ }; do
+      asrtrain score --sweep "$gmm/decode_${rung}_test" --pick-on "$gmm/decode_${rung}_dev" \
+        --utt2spk "$test/utt2spk" > "$gmm/score_$rung.log" 2>&1
+      echo "$rung: $(head -1 "$gmm/decode_${rung}_test/dev_picked_wer" | awk '{NF--; print}')"
+    done
+  fi
   if has_text "$test"; then
     asrtrain score --sweep "$model/decode_test" --pick-on "$model/decode_dev" \
       --utt2spk "$test/utt2spk"

@@ -159,3 +159,37 @@ def test_backoff_pdfs_get_their_leaves_pooled_frames():
     assert torch.allclose(model.vars[1, 0], pooled.var(0, unbiased=False).double())
     assert torch.allclose(model.means[2, 0], x3.mean(0).double())   # pdf 2 backs off for 3 only
     assert torch.equal(model.means[0, 0], torch.zeros(2, dtype=torch.float64))  # nothing under it
+
+
+def test_a_first_pass_without_paths_falls_back_counted(graphs: Path, one_process: Path,
+                                                       tiny_mfcc: Path, tiny_corpus: Path,
+                                                       tmp_path: Path, caplog):
+    """Utterances the first pass left without a path add no frames (counted, named); a
+    speaker left with none keeps the identity, said in the log."""
+    import logging
+    import shutil
+
+    from asrtrain.decode.first_pass import estimate_transforms
+    from asrtrain.decode.gmm_scorer import GmmScorer
+    from asrtrain.decode.lattice import WordLattice
+    from asrtrain.decode.lattice_io import read_archive, write_archive
+
+    models = one_process / "models"
+    decode(models / "lda.pt", graphs / "sat", tiny_mfcc / "test", tmp_path / "lda",
+           tiny_corpus / "test" / "text")
+    utt2spk = dict(ln.split() for ln in (tiny_mfcc / "test" / "utt2spk").read_text().splitlines())
+    speakers = sorted(set(utt2spk.values()))
+    gone = {u for u, s in utt2spk.items() if s == speakers[0]}   # this speaker's every path
+    first = tmp_path / "first"
+    shutil.copytree(tmp_path / "lda", first)
+    for arc in sorted(first.glob("lat/lat.*.gz")):
+        kept = [(u, WordLattice.from_arcs(0, 0, [], {}) if u in gone else lat)
+                for u, lat in read_archive(arc)]
+        write_archive(arc, kept)
+    scorer = GmmScorer(models / "sat.pt", tiny_mfcc / "test", None)
+    with caplog.at_level(logging.INFO, logger="asrtrain"):
+        trans, report = estimate_transforms(scorer, first, 12.0)
+    assert report.figures()["no_path"] == len(gone)
+    assert np.array_equal(trans[speakers[0]], np.eye(40, 41))
+    assert f"speaker {speakers[0]}: no (identity)" in caplog.text
+    assert "have no path in the first pass" in caplog.text

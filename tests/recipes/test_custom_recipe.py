@@ -87,6 +87,13 @@ def test_yesno_reaches_zero_wer_at_the_dev_picked_setting_then_transcribes(tmp_p
               "--test", data / "test", "--dict", data / "dict", "--lm-text", data / "lm_text")
     assert "held out" in out.stdout + out.stderr
     assert last_wer(out.stdout) == 0.0
+    # Kaldi's RESULTS lines, one per GMM rung, before the BLSTM's: yesno's monophones are
+    # near Kaldi's own yesno result; the context-dependent rungs insert words on 3 minutes
+    # of training speech (README "The GMM rungs on real speech")
+    rungs = {m.group(1): float(m.group(2)) for m in
+             re.finditer(r"^(mono|tri|lda|sat): %WER (\d+\.\d\d) ", out.stdout, re.M)}
+    assert set(rungs) == {"mono", "tri", "lda", "sat"}, out.stdout[-2000:]
+    assert rungs["mono"] <= 3.0 and rungs["sat"] <= 40.0, rungs
     picked = (recipe / "exp/blstm/decode_test/dev_picked_wer").read_text()
     assert "best on test (oracle)" in picked
     new = tmp_path / "new"
