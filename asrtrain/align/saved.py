@@ -12,6 +12,7 @@ whole, topology included) is what graph and scorer agree on.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,10 @@ from asrtrain.core.errors import InputError
 from asrtrain.lang.hmm import Topology
 from asrtrain.lang.tree import ContextTree
 
-NUMPY_SCALARS = [np._core.multiarray.scalar, np.dtype, type(np.dtype("float64")),
-                 type(np.dtype("float32")), type(np.dtype("int64")), type(np.dtype("int32"))]
+#: What a rung file may hold besides tensors and containers: numpy scalars (a tree's
+#: probabilities in rungs saved before 2026-11-28) and their dtypes; data, never code.
+NUMPY_SCALARS: list = [import_module("numpy._core.multiarray").scalar, np.dtype,
+                       *(type(np.dtype(t)) for t in ("float64", "float32", "int64", "int32"))]
 KEYS = ("name", "model", "pdf_info", "phones", "self_loop", "front")
 
 
@@ -60,7 +63,6 @@ def load_rung(path: Path) -> SavedRung:
     if not path.is_file():
         raise InputError("no such GMM model file", path)
     try:
-        # numpy scalars (a tree's probabilities in rungs saved before 2026-11-28) are data
         with torch.serialization.safe_globals(NUMPY_SCALARS):
             state = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as exc:

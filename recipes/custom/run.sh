@@ -95,8 +95,9 @@ gmm_lattice_beam=4
 # the network's fMLLR stream: sat (the SAT rung's features; dev/test transforms from the GMM
 # first pass, Kaldi's way for nnet inputs) or global (prepare fmllr: a global GMM, no transcripts)
 fmllr_source=global
-# the network's inputs (streams of the archive) and regularisation; empty streams: all
-streams=
+# the network's inputs: the archive's streams (auto: the sizes rule's, asrtrain/data/sizes.py;
+# a list of fmllr, ivector, logmel), and regularisation
+streams=auto
 dropout=0.0
 spec_augment=off
 # decoding: one lattice search per utterance, every LM weight and word insertion penalty
@@ -200,7 +201,7 @@ if [ -f "$data/sizes.sh" ]; then
 fi
 if [ "$stop_stage" -ge 2 ]; then
   for name in ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch \
-              base_batch lr ubm_components fmllr_gmm_components ivector_dim lm_order; do
+              base_batch lr ubm_components fmllr_gmm_components ivector_dim lm_order streams; do
     [ "${!name}" != auto ] || die "--${name//_/-} is auto and $data/sizes.sh is missing: run stage 1"
   done
 fi
@@ -217,18 +218,30 @@ if want_stage 2; then
   took 2
 fi
 
-if want_stage 3; then
-  echo "=== stage 3: i-vectors ($ivector_dim) and fMLLR (40, LDA on the aligner's pdfs), estimated on train"
+has_stream() { [[ ",$streams," == *",$1,"* ]]; }
+if [ "$stop_stage" -ge 3 ]; then
+  for name in ${streams//,/ }; do
+    case "$name" in fmllr|ivector|logmel) ;; *) die "--streams: unknown stream '$name' (fmllr, ivector, logmel)" ;; esac
+  done
+fi
+if want_stage 3 && has_stream ivector; then
+  echo "=== stage 3: i-vectors ($ivector_dim), estimated on train"
   done_or_run ivectors-train "$exp/ivectors/train" \
     asrtrain prepare ivectors "$data/mfcc/train" "$exp/ivectors/train" --ubm-components "$ubm_components" \
       --dim "$ivector_dim" --period "$ivector_period" --online --iters "$ivector_iters" --seed "$seed"
-  done_or_run fmllr-train "$exp/fmllr/train" \
-    asrtrain prepare fmllr "$data/mfcc/train" "$exp/fmllr/train" --ali "$ali/train/pdf.scp" \
-      --gmm-components "$fmllr_gmm_components"
   for split in dev test; do
     done_or_run "ivectors-$split" "$exp/ivectors/$split" \
       asrtrain prepare ivectors "$data/mfcc/$split" "$exp/ivectors/$split" \
         --extractor "$exp/ivectors/train/extractor" --period "$ivector_period" --online
+  done
+  took 3
+fi
+if want_stage 3 && has_stream fmllr && [ "$fmllr_source" = global ]; then
+  echo "=== stage 3: fMLLR (40, LDA on the aligner's pdfs), estimated on train"
+  done_or_run fmllr-train "$exp/fmllr/train" \
+    asrtrain prepare fmllr "$data/mfcc/train" "$exp/fmllr/train" --ali "$ali/train/pdf.scp" \
+      --gmm-components "$fmllr_gmm_components"
+  for split in dev test; do
     done_or_run "fmllr-$split" "$exp/fmllr/$split" \
       asrtrain prepare fmllr "$data/mfcc/$split" "$exp/fmllr/$split" --model "$exp/fmllr/train"
   done
@@ -266,7 +279,7 @@ if want_stage 4 && [ -n "$gmm_rungs" ]; then
             --max-active "$gmm_max_active" --lattice-beam "$gmm_lattice_beam"
     done
   done
-  if [ "$fmllr_source" = sat ]; then   # the network's fMLLR stream for dev and test
+  if [ "$fmllr_source" = sat ] && has_stream fmllr; then   # the network's fMLLR stream for dev and test
     for split in dev test; do
       done_or_run "satfeats-$split" "$exp/fmllr_sat/$split" \
         asrtrain prepare fmllr-feats "$ali/models/sat.pt" "$data/mfcc/$split" "$exp/fmllr_sat/$split" \
@@ -282,25 +295,29 @@ fmllr_feats() {   # the fMLLR stream of a split, as --fmllr-source says
 }
 
 if want_stage 5; then
-  echo "=== stage 5: HDF5 archives (fMLLR 40 + i-vector $ivector_dim + logmel 120); test without targets"
+  echo "=== stage 5: HDF5 archives ($streams); test without targets"
+  printf '%s\n' "streams=$streams" "fmllr_source=$fmllr_source" > "$exp/streams.sh"   # for transcribe.sh
   for split in "${splits[@]}"; do
+    stream_opts=()
+    if has_stream fmllr; then stream_opts+=(--stream fmllr="$(fmllr_feats "$split")"); fi
+    if has_stream ivector; then
+      stream_opts+=(--stream ivector="$exp/ivectors/$split/ivectors.scp" --ivector-period ivector="$ivector_period")
+    fi
+    if has_stream logmel; then
+      stream_opts+=(--stream logmel="$data/logmel/$split/feats.scp" --cmvn logmel="$data/logmel/$split/cmvn.scp")
+    fi
     targets=()
     if [ "$split" != test ]; then
       targets=(--ali "$lang/pdf_ali/$split.scp" --num-pdfs "$(cat "$lang/num_pdfs")")
     fi
     done_or_run "archive-$split" "$archives" \
       asrtrain prepare archive "$archives/$split.h5" --chunk "$chunk" \
-        --stream fmllr="$(fmllr_feats "$split")" \
-        --stream ivector="$exp/ivectors/$split/ivectors.scp" --ivector-period ivector="$ivector_period" \
-        --stream logmel="$data/logmel/$split/feats.scp" \
-        --cmvn logmel="$data/logmel/$split/cmvn.scp" --utt2spk "$(src "$split")/utt2spk" "${targets[@]}"
+        "${stream_opts[@]}" --utt2spk "$(src "$split")/utt2spk" "${targets[@]}"
   done
   took 5
 fi
 
 if want_stage 6; then
-  streams_opt=()
-  if [ -n "$streams" ]; then streams_opt=(--streams "$streams"); fi
   echo "=== stage 6: train the BLSTM ($layers x $hidden, proj $proj, $epochs epochs) with $strategy on $nproc learners"
   done_or_run train "$model" \
     $train_cmd --nproc "$nproc" "$model/log/run.log" \
@@ -308,7 +325,7 @@ if want_stage 6; then
         --hidden "$hidden" --layers "$layers" --proj "$proj" --epochs "$epochs" --batch "$batch" \
         --base-batch "$base_batch" --lr "$lr" --warmup-epochs "$warmup_epochs" --seed "$seed" \
         --select "$select" --lr-schedule "$lr_schedule" --dropout "$dropout" \
-        --spec-augment "$spec_augment" "${streams_opt[@]}" \
+        --spec-augment "$spec_augment" \
         --strategy "$strategy" --nproc "$nproc" "${group_opt[@]}"
   took 6
 fi

@@ -24,10 +24,16 @@ die() { echo "$0: $*" >&2; exit 2; }
 [ -d "$data" ] || die "--data $data: not a directory"
 model=$exp/blstm
 for f in "$exp/features.sh" "$model/final.pt" "$data_root/lang/graph/HCLG.fst" \
-         "$exp/ivectors/train/extractor" "$exp/fmllr/train" "$model/decode_dev/best_wer"; do
+         "$model/decode_dev/best_wer"; do
   [ -e "$f" ] || die "$f not found: train with run.sh first (stages 1 to 8)"
 done
 . "$exp/features.sh"
+streams=fmllr,ivector,logmel fmllr_source=global   # what stage 5 used before it wrote streams.sh
+if [ -f "$exp/streams.sh" ]; then . "$exp/streams.sh"; fi
+has_stream() { [[ ",$streams," == *",$1,"* ]]; }
+if has_stream fmllr && [ "$fmllr_source" = sat ]; then
+  die "the model reads SAT fMLLR features (--fmllr-source sat): transcribe.sh does not run the GMM first pass yet"
+fi
 # the setting picked on dev: decode_dev/best_wer names wer_<lmwt> or wer_<lmwt>_<wip>
 picked=$(awk '{print $NF}' "$model/decode_dev/best_wer"); picked=${picked##*wer_}
 lmwt=${picked%%_*}; wip=0.0
@@ -39,14 +45,20 @@ for type in mfcc logmel; do
   if [ "$type" = mfcc ]; then opts+=(--num-bins "$mfcc_bins"); else opts+=(--num-bins 40 --deltas); fi
   asrtrain prepare features "$data" "$work/$type" "${opts[@]}"
 done
-asrtrain prepare ivectors "$work/mfcc" "$work/ivectors" --extractor "$exp/ivectors/train/extractor" \
-  --period "$ivector_period" --online
-asrtrain prepare fmllr "$work/mfcc" "$work/fmllr" --model "$exp/fmllr/train"
-asrtrain prepare archive "$work/archive.h5" --chunk "$chunk" \
-  --stream fmllr="$work/fmllr/feats.scp" \
-  --stream ivector="$work/ivectors/ivectors.scp" --ivector-period ivector="$ivector_period" \
-  --stream logmel="$work/logmel/feats.scp" --cmvn logmel="$work/logmel/cmvn.scp" \
-  --utt2spk "$data/utt2spk"
+stream_opts=()
+if has_stream fmllr; then
+  asrtrain prepare fmllr "$work/mfcc" "$work/fmllr" --model "$exp/fmllr/train"
+  stream_opts+=(--stream fmllr="$work/fmllr/feats.scp")
+fi
+if has_stream ivector; then
+  asrtrain prepare ivectors "$work/mfcc" "$work/ivectors" --extractor "$exp/ivectors/train/extractor" \
+    --period "$ivector_period" --online
+  stream_opts+=(--stream ivector="$work/ivectors/ivectors.scp" --ivector-period ivector="$ivector_period")
+fi
+if has_stream logmel; then
+  stream_opts+=(--stream logmel="$work/logmel/feats.scp" --cmvn logmel="$work/logmel/cmvn.scp")
+fi
+asrtrain prepare archive "$work/archive.h5" --chunk "$chunk" "${stream_opts[@]}" --utt2spk "$data/utt2spk"
 asrtrain decode "$model/final.pt" "$data_root/lang/graph" "$work/archive.h5" "$work/decode" \
   --nj "$nj" --lmwt "$lmwt" --wip "$wip" --beam "$beam" --max-active "$max_active"
 name=$picked   # decode names outputs <lmwt> when the only penalty is 0
