@@ -155,6 +155,11 @@ def adapt_first(cfg: DecodeConfig, scorer: Any) -> dict[str, Any]:
     from asrtrain.decode.first_pass import estimate_transforms, write_transforms
 
     if cfg.first_pass is None:
+        if getattr(scorer, "rung", None) is not None and scorer.rung.name == "sat" \
+                and cfg.transforms is None:
+            log.warning("%s is a SAT model decoded without speaker transforms (no --first-pass "
+                        "or --transforms): its features are speaker-independent, which it was "
+                        "not trained on", cfg.model)
         return {}
     if not hasattr(scorer, "rung"):
         raise ConfigError("--first-pass adapts a GMM (DATA a features dir), not a network")

@@ -43,10 +43,6 @@ class GmmScorer:
         self.tables = FeatTables(feats_dir, read_utt2spk(feats_dir / "utt2spk"))
         self.front = self.rung.front
         self.front.fmllr = dict(transforms or {})
-        if self.rung.name == "sat" and not self.front.fmllr:
-            log.warning("%s is a SAT model decoded without speaker transforms (no --first-pass):"
-                        " its features are speaker-independent, which it was not trained on",
-                        model_path)
         self._frames = _frame_counts(feats_dir, self.tables)
 
     def tree_id(self) -> str:

@@ -40,6 +40,19 @@ def graphs(gmm_lang: Path, one_process: Path, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def decoded(graphs: Path, one_process: Path, tiny_mfcc: Path, tiny_corpus: Path,
+            tmp_path_factory) -> tuple[Path, dict[str, float]]:
+    """The test split decoded once by mono, LDA+MLLT and SAT (from the LDA+MLLT pass)."""
+    out = tmp_path_factory.mktemp("gmm_decodes")
+    models, text, feats = one_process / "models", tiny_corpus / "test" / "text", tiny_mfcc / "test"
+    wer = {"mono": decode(models / "mono.pt", graphs / "mono", feats, out / "mono", text),
+           "lda": decode(models / "lda.pt", graphs / "sat", feats, out / "lda", text)}
+    wer["sat"] = decode(models / "sat.pt", graphs / "sat", feats, out / "sat", text,
+                        "--first-pass", out / "lda")
+    return out, wer
+
+
 def decode(model: Path, graph: Path, feats: Path, out: Path, text: Path, *extra: object
            ) -> float:
     proc = cli("decode", model, graph, feats, out, "--text", text, "--lattices", "--acwt",
@@ -52,46 +65,41 @@ def decode(model: Path, graph: Path, feats: Path, out: Path, text: Path, *extra:
 
 
 def test_each_rung_decodes_and_sat_adapts_from_the_first_pass(
-        graphs: Path, one_process: Path, tiny_mfcc: Path, tiny_corpus: Path, tmp_path: Path):
+        decoded: tuple[Path, dict[str, float]], tiny_mfcc: Path, tiny_corpus: Path):
     from asrtrain.decode.first_pass import read_transforms
 
-    models, text = one_process / "models", tiny_corpus / "test" / "text"
-    mono = decode(models / "mono.pt", graphs / "mono", tiny_mfcc / "test", tmp_path / "mono", text)
-    lda = decode(models / "lda.pt", graphs / "sat", tiny_mfcc / "test", tmp_path / "lda", text)
-    sat = decode(models / "sat.pt", graphs / "sat", tiny_mfcc / "test", tmp_path / "sat", text,
-                 "--first-pass", tmp_path / "lda")
+    out, wer = decoded
+    mono, lda, sat = wer["mono"], wer["lda"], wer["sat"]
+    text = tiny_corpus / "test" / "text"
     # a minute of speech and a large-vocabulary LM: the rungs must decode every utterance
     # (their WER on real speech is the custom recipe's yesno test's to check)
     assert all(w <= 100.0 for w in (mono, lda, sat)), (mono, lda, sat)
     utts = {ln.split()[0] for ln in text.read_text().splitlines()}
     for rung in ("mono", "lda", "sat"):
-        hyps = [ln.split() for ln in (tmp_path / rung / "hyp" / "10.txt").read_text().splitlines()]
+        hyps = [ln.split() for ln in (out / rung / "hyp" / "10.txt").read_text().splitlines()]
         assert {h[0] for h in hyps} == utts and sum(len(h) > 1 for h in hyps) >= len(utts) / 2
     spk = {ln.split()[1] for ln in (tiny_mfcc / "test" / "utt2spk").read_text().splitlines()}
-    trans = read_transforms(tmp_path / "sat" / "trans.scp")
+    trans = read_transforms(out / "sat" / "trans.scp")
     assert set(trans) == spk
     assert all(w.shape == (40, 41) and np.isfinite(w).all() for w in trans.values())
     assert any(not np.allclose(w, np.eye(40, 41), atol=1e-3) for w in trans.values())
 
 
 def test_sat_features_for_the_network_from_the_first_pass(
-        graphs: Path, one_process: Path, tiny_mfcc: Path, tiny_corpus: Path, tmp_path: Path):
+        decoded: tuple[Path, dict[str, float]], one_process: Path, tiny_mfcc: Path,
+        tmp_path: Path):
     import kaldiio
 
     from asrtrain.align.saved import load_rung
     from asrtrain.decode.first_pass import read_transforms
 
-    models = one_process / "models"
-    decode(models / "lda.pt", graphs / "sat", tiny_mfcc / "test", tmp_path / "lda",
-           tiny_corpus / "test" / "text")
-    decode(models / "sat.pt", graphs / "sat", tiny_mfcc / "test", tmp_path / "sat",
-           tiny_corpus / "test" / "text", "--first-pass", tmp_path / "lda")
+    models, out = one_process / "models", decoded[0]
     proc = cli("prepare", "fmllr-feats", models / "sat.pt", tiny_mfcc / "test", tmp_path / "f",
-               "--transforms", tmp_path / "sat" / "trans.scp")
+               "--transforms", out / "sat" / "trans.scp")
     assert proc.returncode == 0, proc.stderr[-2000:]
     feats = dict(kaldiio.load_scp_sequential(str(tmp_path / "f" / "feats.scp")))
     rung = load_rung(models / "sat.pt")
-    trans = read_transforms(tmp_path / "sat" / "trans.scp")
+    trans = read_transforms(out / "sat" / "trans.scp")
     utt2spk = dict(ln.split() for ln in (tiny_mfcc / "test" / "utt2spk").read_text().splitlines())
     utt = sorted(feats)[0]
     from asrtrain.align.feats import FeatTables
@@ -110,14 +118,11 @@ def test_a_rung_on_another_trees_graph_is_refused(graphs: Path, one_process: Pat
     assert "prepare gmm-graph" in proc.stderr.strip().splitlines()[-1]
 
 
-def test_a_first_pass_of_another_tree_is_refused(graphs: Path, one_process: Path,
-                                                 tiny_mfcc: Path, tiny_corpus: Path,
-                                                 tmp_path: Path):
-    models = one_process / "models"
-    decode(models / "mono.pt", graphs / "mono", tiny_mfcc / "test", tmp_path / "mono",
-           tiny_corpus / "test" / "text")
-    proc = cli("decode", models / "sat.pt", graphs / "sat", tiny_mfcc / "test", tmp_path / "sat",
-               "--first-pass", tmp_path / "mono", "--lattices", "--nj", "1")
+def test_a_first_pass_of_another_tree_is_refused(decoded: tuple[Path, dict[str, float]],
+                                                 graphs: Path, one_process: Path,
+                                                 tiny_mfcc: Path, tmp_path: Path):
+    proc = cli("decode", one_process / "models" / "sat.pt", graphs / "sat", tiny_mfcc / "test",
+               tmp_path / "sat", "--first-pass", decoded[0] / "mono", "--lattices", "--nj", "1")
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert "first pass was decoded on a graph of tree" in last, last
@@ -161,8 +166,8 @@ def test_backoff_pdfs_get_their_leaves_pooled_frames():
     assert torch.equal(model.means[0, 0], torch.zeros(2, dtype=torch.float64))  # nothing under it
 
 
-def test_a_first_pass_without_paths_falls_back_counted(graphs: Path, one_process: Path,
-                                                       tiny_mfcc: Path, tiny_corpus: Path,
+def test_a_first_pass_without_paths_falls_back_counted(decoded: tuple[Path, dict[str, float]],
+                                                       one_process: Path, tiny_mfcc: Path,
                                                        tmp_path: Path, caplog):
     """Utterances the first pass left without a path add no frames (counted, named); a
     speaker left with none keeps the identity, said in the log."""
@@ -175,13 +180,11 @@ def test_a_first_pass_without_paths_falls_back_counted(graphs: Path, one_process
     from asrtrain.decode.lattice_io import read_archive, write_archive
 
     models = one_process / "models"
-    decode(models / "lda.pt", graphs / "sat", tiny_mfcc / "test", tmp_path / "lda",
-           tiny_corpus / "test" / "text")
     utt2spk = dict(ln.split() for ln in (tiny_mfcc / "test" / "utt2spk").read_text().splitlines())
     speakers = sorted(set(utt2spk.values()))
     gone = {u for u, s in utt2spk.items() if s == speakers[0]}   # this speaker's every path
     first = tmp_path / "first"
-    shutil.copytree(tmp_path / "lda", first)
+    shutil.copytree(decoded[0] / "lda", first)
     for arc in sorted(first.glob("lat/lat.*.gz")):
         kept = [(u, WordLattice.from_arcs(0, 0, [], {}) if u in gone else lat)
                 for u, lat in read_archive(arc)]
