@@ -64,6 +64,7 @@ def decode(model: Path, graph: Path, feats: Path, out: Path, text: Path, *extra:
     return float(WER.search(proc.stdout.splitlines()[-1]).group(1))
 
 
+@pytest.mark.slow  # make test runs every rung and SAT's two passes on yesno (tests/recipes)
 def test_each_rung_decodes_and_sat_adapts_from_the_first_pass(
         decoded: tuple[Path, dict[str, float]], tiny_mfcc: Path, tiny_corpus: Path):
     from asrtrain.decode.first_pass import read_transforms
@@ -85,6 +86,7 @@ def test_each_rung_decodes_and_sat_adapts_from_the_first_pass(
     assert any(not np.allclose(w, np.eye(40, 41), atol=1e-3) for w in trans.values())
 
 
+@pytest.mark.slow  # make test runs every rung and SAT's two passes on yesno (tests/recipes)
 def test_sat_features_for_the_network_from_the_first_pass(
         decoded: tuple[Path, dict[str, float]], one_process: Path, tiny_mfcc: Path,
         tmp_path: Path):
@@ -118,6 +120,7 @@ def test_a_rung_on_another_trees_graph_is_refused(graphs: Path, one_process: Pat
     assert "prepare gmm-graph" in proc.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # make test runs every rung and SAT's two passes on yesno (tests/recipes)
 def test_a_first_pass_of_another_tree_is_refused(decoded: tuple[Path, dict[str, float]],
                                                  graphs: Path, one_process: Path,
                                                  tiny_mfcc: Path, tmp_path: Path):
@@ -166,6 +169,7 @@ def test_backoff_pdfs_get_their_leaves_pooled_frames():
     assert torch.equal(model.means[0, 0], torch.zeros(2, dtype=torch.float64))  # nothing under it
 
 
+@pytest.mark.slow  # make test runs every rung and SAT's two passes on yesno (tests/recipes)
 def test_a_first_pass_without_paths_falls_back_counted(decoded: tuple[Path, dict[str, float]],
                                                        one_process: Path, tiny_mfcc: Path,
                                                        tmp_path: Path, caplog):
