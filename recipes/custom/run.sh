@@ -130,6 +130,9 @@ done
 case "$speed_perturb" in true|false) ;; *) die "--speed-perturb must be true or false" ;; esac
 case "$fmllr_source" in global|sat) ;; *) die "--fmllr-source must be global or sat" ;; esac
 if [ "$gmm_rungs" = auto ]; then gmm_rungs=$ali_stages; elif [ "$gmm_rungs" = none ]; then gmm_rungs=; fi
+if [[ ",$gmm_rungs," == *",sat,"* ]] && [[ ",$gmm_rungs," != *",lda,"* ]]; then
+  die "--gmm-rungs: sat decodes from the lda rung's first pass; list lda too"
+fi
 if [ "$fmllr_source" = sat ] && [[ ",$gmm_rungs," != *",sat,"* ]]; then
   die "--fmllr-source sat needs the SAT rung's first pass (--gmm-rungs with sat)"
 fi
@@ -202,7 +205,7 @@ fi
 if [ "$stop_stage" -ge 2 ]; then
   for name in ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch \
               base_batch lr ubm_components fmllr_gmm_components ivector_dim lm_order streams; do
-    [ "${!name}" != auto ] || die "--${name//_/-} is auto and $data/sizes.sh is missing: run stage 1"
+    [ "${!name}" != auto ] || die "--${name//_/-} is auto and $data/sizes.sh has no value for it: run stage 1"
   done
 fi
 
