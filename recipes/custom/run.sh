@@ -204,7 +204,7 @@ if [ -f "$data/sizes.sh" ]; then
 fi
 if [ "$stop_stage" -ge 2 ]; then
   for name in ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch \
-              base_batch lr ubm_components fmllr_gmm_components ivector_dim lm_order streams; do
+              base_batch lr ubm_components fmllr_gmm_components ivector_dim lm_order; do
     [ "${!name}" != auto ] || die "--${name//_/-} is auto and $data/sizes.sh has no value for it: run stage 1"
   done
 fi
@@ -223,6 +223,7 @@ fi
 
 has_stream() { [[ ",$streams," == *",$1,"* ]]; }
 if [ "$stop_stage" -ge 3 ]; then
+  [ "$streams" != auto ] || die "--streams is auto and $data/sizes.sh has no value for it: run stage 1"
   for name in ${streams//,/ }; do
     case "$name" in fmllr|ivector|logmel) ;; *) die "--streams: unknown stream '$name' (fmllr, ivector, logmel)" ;; esac
   done
