@@ -22,13 +22,14 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
 - adaptation: UBM and fMLLR GMM of 64 Gaussians below 2 h, 256 beyond; i-vectors 100;
 - LM order from the LM text's tokens: 2 below 20k, 3 below 2M, 4 beyond;
 - the network's input streams: logmel alone below ``ADAPT_STREAMS_HOURS`` of training
-  speech, the papers' fMLLR + i-vector + logmel beyond. Measured on real speech, the
-  speaker streams never helped where they were tried (0.66 h and 74 speakers of read speech,
-  0.3 h and 3 speakers of digits, speechocean762's 2.7 h and 117 speakers: README "Real
-  speech"): with few speakers an i-vector (and an fMLLR transform estimated without a
-  transcript) is a speaker label the network can memorise. The papers' 2,000 h used them;
-  nothing between was measured, so the switch sits where the rule's network grows to the
-  papers' width.
+  speech, the papers' fMLLR + i-vector + logmel beyond. On real speech the speaker streams
+  hurt with few speakers (the issue's digits, 3 training speakers: 24.9% against 12.2% with
+  logmel alone; its read speech, 74 speakers: 10.2% against 9.8%; one seed each) and were
+  undecided on speechocean762 (117 speakers, 2.7 h: 2.4 points better on a fifth of the test
+  set, 3.3 worse on dev, one seed; README "Real speech"). Logmel alone is then the choice
+  that costs least: the recipe skips the i-vector and fMLLR estimation. The papers' 2,000 h
+  used them; nothing between was measured, so the switch sits where the rule's network grows
+  to the papers' width.
 """
 
 from __future__ import annotations
