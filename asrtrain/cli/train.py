@@ -47,40 +47,28 @@ def _model_sizes(model_config: Path | None, options: dict[str, Any]) -> ModelCon
     return ModelConfig.from_dict(sizes)
 
 
-def _check_select(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """A malformed --select is a usage error (whether it fits --valid is TrainConfig's to say)."""
-    from asrtrain.core.errors import ConfigError
-    from asrtrain.train.select import parse_selection
+def _usage_check(option: str, parse: str) -> Any:
+    """A click callback making a malformed ``option`` a usage error: ``parse`` ("module:function")
+    raises ConfigError on it (whether it fits the archive or --valid is said at training)."""
 
-    try:
-        parse_selection(value, has_valid=True)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc).removeprefix("--select "), ctx, param) from None
-    return value
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        from importlib import import_module
 
+        from asrtrain.core.errors import ConfigError
 
-def _check_streams(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A malformed --streams is a usage error (whether the archive has the streams is said at training)."""
-    from asrtrain.core.errors import ConfigError
-    from asrtrain.data.streams import parse_streams
+        module, name = parse.split(":")
+        try:
+            getattr(import_module(module), name)(value)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc).removeprefix(f"{option} "), ctx, param) from None
+        return value
 
-    try:
-        parse_streams(value)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc).removeprefix("--streams "), ctx, param) from None
-    return value
+    return check
 
 
-def _check_spec_augment(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A malformed --spec-augment is a usage error."""
-    from asrtrain.core.errors import ConfigError
-    from asrtrain.train.augment import parse_spec_augment
-
-    try:
-        parse_spec_augment(value)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc).removeprefix("--spec-augment "), ctx, param) from None
-    return value
+_check_select = _usage_check("--select", "asrtrain.train.select:parse_selection_with_valid")
+_check_streams = _usage_check("--streams", "asrtrain.data.streams:parse_streams")
+_check_spec_augment = _usage_check("--spec-augment", "asrtrain.train.augment:parse_spec_augment")
 
 
 def _show(title: str, plan: dict[str, Any]) -> None:

@@ -110,38 +110,33 @@ def estimate_transforms(scorer: Any, decode_dir: Path, lmwt: float
     for utt in frames:
         by_spk.setdefault(scorer.tables.utt2spk[utt], []).append(utt)
     transforms: dict[str, np.ndarray] = {}
-    saved = dict(scorer.front.fmllr)
-    scorer.front.fmllr = {}
-    try:
-        for spk, utts in sorted(by_spk.items()):
-            xs, pdfs = [], []
-            for utt in utts:
-                if utt not in paths:
-                    report.no_path.append(utt)
-                    continue
-                x = scorer.features(utt)
-                if x.shape[0] != paths[utt].shape[0]:
-                    report.length_mismatch.append(utt)
-                    continue
-                xs.append(x)
-                pdfs.append(paths[utt])
-            w = identity(rung.model.dim)
-            kind = "none"
-            if xs:
-                x = torch.from_numpy(np.concatenate(xs)).to(torch.float64)
-                pdf = torch.from_numpy(np.concatenate(pdfs))
-                weight = torch.from_numpy(np.where(sil[pdf.numpy()], SILENCE_WEIGHT, 1.0))
-                kind = choose_kind(int(weight.sum()), *MIN_FRAMES)
-                for _ in range(ITERS if kind != "none" else 0):
-                    w = update(w, fmllr_stats(rung.model, x, pdf, w, weight), kind)
-            if kind != "full":
-                log.info("speaker %s: %s fMLLR transform (%d utterances with a first-pass path "
-                         "of %d)", spk, kind if kind != "none" else "no (identity)",
-                         len(xs), len(utts))
-            report.kinds[kind] += 1
-            transforms[spk] = w.numpy()
-    finally:
-        scorer.front.fmllr = saved
+    for spk, utts in sorted(by_spk.items()):
+        xs, pdfs = [], []
+        for utt in utts:
+            if utt not in paths:
+                report.no_path.append(utt)
+                continue
+            x = scorer.features(utt, with_fmllr=False)
+            if x.shape[0] != paths[utt].shape[0]:
+                report.length_mismatch.append(utt)
+                continue
+            xs.append(x)
+            pdfs.append(paths[utt])
+        w = identity(rung.model.dim)
+        kind = "none"
+        if xs:
+            x = torch.from_numpy(np.concatenate(xs)).to(torch.float64)
+            pdf = torch.from_numpy(np.concatenate(pdfs))
+            weight = torch.from_numpy(np.where(sil[pdf.numpy()], SILENCE_WEIGHT, 1.0))
+            kind = choose_kind(int(weight.sum()), *MIN_FRAMES)
+            for _ in range(ITERS if kind != "none" else 0):
+                w = update(w, fmllr_stats(rung.model, x, pdf, w, weight), kind)
+        if kind != "full":
+            log.info("speaker %s: %s fMLLR transform (%d utterances with a first-pass path "
+                     "of %d)", spk, kind if kind != "none" else "no (identity)",
+                     len(xs), len(utts))
+        report.kinds[kind] += 1
+        transforms[spk] = w.numpy()
     _log_report(report, decode_dir)
     return transforms, report
 

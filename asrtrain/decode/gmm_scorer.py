@@ -52,9 +52,10 @@ class GmmScorer:
         """(utt, frames) in feats.scp order."""
         return list(self._frames.items())
 
-    def features(self, utt: str) -> np.ndarray:
-        """The rung's features of ``utt`` (with its speaker's transform where there is one)."""
-        return self.front.apply(self.tables.read(utt), self.tables.utt2spk[utt])
+    def features(self, utt: str, with_fmllr: bool = True) -> np.ndarray:
+        """The rung's features of ``utt`` (with its speaker's transform where there is one,
+        unless ``with_fmllr`` is False)."""
+        return self.front.apply(self.tables.read(utt), self.tables.utt2spk[utt], with_fmllr)
 
     def __call__(self, utt: str) -> np.ndarray:
         x = self.features(utt)

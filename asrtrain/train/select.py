@@ -152,3 +152,8 @@ def average_states(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Ten
 def selected_state(exp: Path, chosen: Pick) -> dict[str, torch.Tensor]:
     """The weights of ``chosen``: one epoch checkpoint's model, or the mean of several."""
     return average_states([_checkpoint_model(exp, e) for e in chosen.epochs])
+
+
+def parse_selection_with_valid(value: str) -> Any:
+    """``parse_selection`` as the command line checks it, before --valid is known."""
+    return parse_selection(value, has_valid=True)
