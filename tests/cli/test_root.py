@@ -93,6 +93,38 @@ def _signal_masks(pid: int) -> str:
     return "; ".join(rows) or "process gone"
 
 
+def _wait_until_reading(proc, fifo, deadline: float) -> None:
+    """Wait until the child's main thread is blocked in a syscall on FIFO's descriptor.
+
+    A Ctrl-C that lands after ``open`` returns but before ``read`` blocks only sets
+    Python's pending-signal flag (checked between bytecodes, not before a C call), and the
+    read then waits for data that never comes: a race in how the test presses Ctrl-C, not in
+    the command. A user's Ctrl-C comes while the command waits, which this reproduces.
+    """
+    import os
+    import time
+
+    def fifo_fds() -> set[int]:
+        fds = set()
+        for link in os.scandir(f"/proc/{proc.pid}/fd"):
+            try:
+                if os.readlink(link.path) == str(fifo):
+                    fds.add(int(link.name))
+            except OSError:
+                continue
+        return fds
+
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            fields = open(f"/proc/{proc.pid}/syscall").read().split()
+        except OSError:
+            fields = []
+        if len(fields) > 1 and fields[0] not in ("running", "-1") and int(fields[1], 16) in fifo_fds():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"asrtrain never blocked reading {fifo} (exit {proc.poll()})")
+
+
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, one_error) -> None:
     """Ctrl-C while a command waits on its input (a FIFO no one writes): no traceback."""
     import errno
@@ -118,6 +150,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, one_error) -> None:
             assert exc.errno == errno.ENXIO and time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
     try:
+        _wait_until_reading(proc, hyp, deadline)
         proc.send_signal(signal.SIGINT)
         try:
             out, err = proc.communicate(timeout=60)
