@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 APT_PACKAGES := espeak-ng sox sctk flac
 # The CPU wheel: an unpinned torch pulls several GB of CUDA packages.
 TORCH_PIN := torch==2.13.0
-PYTEST_FAST := -m "not slow"
+PYTEST_FAST := -m "not slow" --durations=25
 
 .PHONY: install apt test test-all demo lint clean help
 
