@@ -70,6 +70,15 @@ def _prune(root: Path, name: str, keep: Path, age: float = 3600.0) -> None:
             old.with_name(old.name + ".lock").unlink(missing_ok=True)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@pytest.mark.needs(why)``: skip (fail under CI=true) when ``why`` is not None."""
+    from needs import missing
+
+    for mark in item.iter_markers("needs"):
+        if mark.args and mark.args[0] is not None:
+            missing(str(mark.args[0]))
+
+
 @pytest.fixture(scope="session")
 def tiny_corpus() -> Path:
     """About one minute of synthesized speech: OUT/{train,dev,test}, phones.txt, dict/, lm_text."""

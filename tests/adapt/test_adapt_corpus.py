@@ -20,11 +20,8 @@ def invoke(*args: object):
 
 
 def corpus_and_mfcc(request: pytest.FixtureRequest, name: str, out: Path) -> tuple[Path, Path]:
-    """The corpus fixture ``name`` (skip while it does not exist) and MFCC of its train set."""
-    try:
-        corpus = Path(request.getfixturevalue(name))
-    except pytest.FixtureLookupError:
-        pytest.skip(f"{name} fixture (tests/conftest.py) not available yet")
+    """The corpus fixture ``name`` (a missing fixture is an error) and MFCC of its train set."""
+    corpus = Path(request.getfixturevalue(name))
     invoke("prepare", "features", corpus / "train", out, "--type", "mfcc", "--nj", "1")
     return corpus, out
 

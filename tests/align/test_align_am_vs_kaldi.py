@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 
-@pytest.mark.skipif(importlib.util.find_spec("kaldi_hmm_gmm") is None,
-                    reason="kaldi-hmm-gmm is not installed (the dev extra installs it)")
+@pytest.mark.needs(None if importlib.util.find_spec("kaldi_hmm_gmm")
+                   else "kaldi-hmm-gmm is not installed (the dev extra installs it)")
 def test_one_em_step_equals_kaldis() -> None:
     script = Path(__file__).with_name("kaldi_gmm_check.py")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,

@@ -6,20 +6,11 @@ files that do not exist; :func:`yesno_dir` makes one of real 8 kHz recordings.
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 
+from needs import yesno_wavs
+
 from asrtrain.data.kaldi_dir import spk2utt_from_utt2spk, write_table
-
-#: Kaldi's yesno corpus (the 60 WAVs of openslr.org/resources/1), as the yesno recipe test finds it.
-YESNO = Path(os.environ.get("ASRTRAIN_YESNO", "/work/shared/data/yesno"))
-_YESNO_WAV = re.compile(r"^[01](_[01]){7}\.wav$")
-
-
-def yesno_wavs() -> list[Path]:
-    """The yesno WAVs, sorted ([] where the corpus is absent)."""
-    return sorted(p for p in YESNO.iterdir() if _YESNO_WAV.match(p.name)) if YESNO.is_dir() else []
 
 
 def make_dir(root: Path, speakers: dict[str, int], text: bool = True,

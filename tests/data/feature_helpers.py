@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from needs import kaldi_arks_dir
 
 SR = 16000
-KALDI_DIR = Path(__file__).resolve().parents[2] / "../shared/data/kaldi"
+KALDI_DIR = kaldi_arks_dir()
 
 
 def write_tone(path: Path, seconds: float, freq: float, seed: int) -> np.ndarray:

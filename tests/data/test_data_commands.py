@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 from click.testing import CliRunner
 from feature_helpers import make_audio_dir
 
@@ -88,12 +87,9 @@ def test_features_without_spk2utt_make_it_from_utt2spk(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "spk2utt").read_text() == spk2utt
 
 
-def test_tiny_corpus_features_and_archive(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def test_tiny_corpus_features_and_archive(tiny_corpus: Path, tmp_path: Path) -> None:
     """On the embedded corpus: phone ids as targets, every frame aligned."""
-    try:
-        corpus = request.getfixturevalue("tiny_corpus")
-    except pytest.FixtureLookupError:
-        pytest.skip("tiny_corpus fixture (tests/conftest.py) not available yet")
+    corpus = tiny_corpus
     from asrtrain.data.archive import Archive
     from asrtrain.data.kaldi_dir import read_table
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from datadir_helpers import make_dir
+from needs import missing
 
 from asrtrain.core.errors import InputError
 from asrtrain.data.dir_check import check_dirs
@@ -36,7 +37,7 @@ def test_dev_sharing_speakers_is_refused(tmp_path: Path, other: str, shared: str
 
 def test_perturbed_train_speakers_count_as_their_originals(tmp_path: Path) -> None:
     if shutil.which("sox") is None:
-        pytest.skip("sox is not installed")
+        missing("sox is not installed (make install installs it)")
     from asrtrain.data.perturb import parse_speeds, perturb_dir
 
     perturb_dir(make_dir(tmp_path / "train", {"a": 1, "b": 1}), tmp_path / "sp",

@@ -6,14 +6,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from datadir_helpers import make_dir, yesno_dir, yesno_wavs
+from datadir_helpers import make_dir, yesno_dir
+from needs import yesno_missing
 
 from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.data.dir_view import load_dir
 from asrtrain.data.kaldi_dir import read_spk2utt, read_table, read_text, validate_data_dir
 from asrtrain.data.perturb import parse_speeds, perturb_dir, sox_entry
 
-needs_sox = pytest.mark.skipif(shutil.which("sox") is None, reason="sox is not installed")
+needs_sox = pytest.mark.needs(None if shutil.which("sox") else "sox is not installed (make install installs it)")
 
 
 def table(path: Path) -> dict[str, str]:
@@ -134,8 +135,7 @@ def test_cli(tmp_path: Path, run_cli, one_error) -> None:
     one_error(res.stdout + res.stderr, 1, res.returncode, "--speeds", "'0.9' is given twice")
 
 
-@pytest.mark.skipif(len(yesno_wavs()) < 3, reason="Kaldi's yesno corpus not found (set "
-                    "ASRTRAIN_YESNO to the waves_yesno dir, or put it in /work/shared/data/yesno)")
+@pytest.mark.needs(yesno_missing())
 @needs_sox
 def test_yesno_frames_scale_with_speed(tmp_path: Path) -> None:
     """Real 8 kHz audio through the sox pipes: same rate, frames about original / speed."""
@@ -154,8 +154,7 @@ def test_yesno_frames_scale_with_speed(tmp_path: Path) -> None:
 
 
 
-@pytest.mark.skipif(not yesno_wavs(), reason="Kaldi's yesno corpus not found (set "
-                    "ASRTRAIN_YESNO to the waves_yesno dir, or put it in /work/shared/data/yesno)")
+@pytest.mark.needs(yesno_missing())
 @needs_sox
 def test_yesno_segments_scale_with_speed(tmp_path: Path) -> None:
     """Segments of a perturbed recording cut the same speech: frames about original / speed."""

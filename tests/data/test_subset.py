@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from datadir_helpers import make_dir
+from needs import missing
 
 from asrtrain.core.errors import ConfigError
 from asrtrain.data.dir_view import load_dir
@@ -52,7 +53,7 @@ def test_segments_keep_their_recordings(tmp_path: Path) -> None:
 
 def test_perturbed_copies_stay_together(tmp_path: Path) -> None:
     if shutil.which("sox") is None:
-        pytest.skip("sox is not installed")
+        missing("sox is not installed (make install installs it)")
     from asrtrain.data.perturb import parse_speeds, perturb_dir
 
     data = make_dir(tmp_path / "data", {"a": 1, "b": 1, "c": 1})

@@ -24,6 +24,7 @@ JOB = HERE / "jobs.py"
 sys.path.insert(0, str(HERE))
 
 from cli_run import TINY, epoch_rows  # noqa: E402
+from needs import missing  # noqa: E402
 
 
 def check_result(out: Path, launcher: str, blocks: int) -> None:
@@ -86,7 +87,7 @@ def test_torchrun_runs_the_command_line(archives, tmp_path):
 def test_mpiexec(archives, tmp_path):
     mpiexec = BIN / "mpiexec"
     if not mpiexec.exists() and shutil.which("mpiexec") is None:
-        pytest.skip("no mpiexec (pip install mpich)")
+        missing("no mpiexec (pip install mpich; the mpi extra of make install installs it)")
     out = tmp_path / "result.json"
     exe = str(mpiexec) if mpiexec.exists() else shutil.which("mpiexec")
     _run([exe, "-n", "4", sys.executable, str(JOB), str(out), str(archives[0]), str(tmp_path / "exp")], _env())

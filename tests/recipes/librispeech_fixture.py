@@ -26,7 +26,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-YESNO = Path("/work/shared/data/yesno")
+from needs import yesno_corpus
+
+YESNO = yesno_corpus()
 WORDS = {"0": "NO", "1": "YES"}
 LEXICON = "NO\tN OW1\nYES\tY EH1 S\n"
 #: part -> [(reader, gender, [chapters])]; each chapter gets UTTS_PER_CHAPTER files.

@@ -20,13 +20,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from needs import yesno_corpus, yesno_missing
 
 ROOT = Path(__file__).resolve().parents[2]
-YESNO = Path(os.environ.get("ASRTRAIN_YESNO", "/work/shared/data/yesno")).resolve()
+YESNO = yesno_corpus()
 WER_LINE = re.compile(r"^%WER (\d+\.\d\d) \[ \d+ / \d+, \d+ ins, \d+ del, \d+ sub \]$")
-needs_yesno = pytest.mark.skipif(
-    not (YESNO / "0_0_0_0_1_1_1_1.wav").is_file(),
-    reason=f"Kaldi's yesno corpus not found in {YESNO} (set ASRTRAIN_YESNO)")
+needs_yesno = pytest.mark.needs(yesno_missing())
 
 
 def copy_recipe(work: Path) -> Path:

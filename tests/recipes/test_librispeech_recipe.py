@@ -31,7 +31,7 @@ STEPS = ["lhotse-train-clean-100", "kaldi-train", "lhotse-dev-clean", "kaldi-dev
          "ivectors-test", "fmllr-test", "lang", "archive-train", "archive-dev", "archive-test", "train",
          "decode-dev", "decode-test"]
 
-needs_fixture = pytest.mark.skipif(missing_tools() is not None, reason=f"no fixture: {missing_tools()}")
+needs_fixture = pytest.mark.needs(missing_tools() and f"no fixture: {missing_tools()}")
 
 
 @pytest.fixture(scope="module")

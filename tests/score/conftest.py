@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from needs import missing
 from sclite_util import find_sclite
 
 
@@ -10,5 +11,5 @@ from sclite_util import find_sclite
 def sclite() -> str:
     exe = find_sclite()
     if exe is None:
-        pytest.skip("NIST sclite not installed (Debian package sctk; `make test` installs it)")
+        missing("NIST sclite not installed (Debian package sctk; `make test` installs it)")
     return exe

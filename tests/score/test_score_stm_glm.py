@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from needs import missing
 from sclite_util import run_sclite_pra, sctk_env
 
 from asrtrain.score.normalize import Normalizer, load_glm
@@ -100,7 +101,7 @@ I'M => {I'M / I AM} / [ ] __ [ ]
 def _csrfilt(sclite: str, glm: Path, kind: str, purpose: str, src: Path, dst: Path) -> None:
     csrfilt = Path(sclite).parent / "csrfilt.sh"
     if not csrfilt.is_file():
-        pytest.skip("csrfilt.sh not found beside sclite")
+        missing("csrfilt.sh not found beside sclite (Debian sctk; make install installs it)")
     with open(src) as fin, open(dst, "w") as fout:
         subprocess.run(["sh", str(csrfilt), "-i", kind, "-t", purpose, str(glm)], stdin=fin,
                        stdout=fout, check=True, env=sctk_env(sclite), timeout=60)
@@ -178,7 +179,7 @@ def test_rewrite_equals_csrfilt(tmp_path: Path, sclite: str, split_hyphens: bool
     glm = Path(__file__).with_name("hub5_excerpt.glm")
     csrfilt = Path(sclite).parent / "csrfilt.sh"
     if not csrfilt.is_file():
-        pytest.skip("csrfilt.sh not found beside sclite")
+        missing("csrfilt.sh not found beside sclite (Debian sctk; make install installs it)")
     args = ["sh", str(csrfilt), *(["-dh"] if split_hyphens else []), "-i", "trn", "-t", "ref",
             str(glm)]
     with open(src) as fin:

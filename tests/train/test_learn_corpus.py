@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from asrtrain.data.archive import Archive
 from asrtrain.model.blstm import ModelConfig
 from asrtrain.train.config import TrainConfig
@@ -35,12 +33,8 @@ def corpus_archive(corpus: Path, split: str, work: Path, num_pdfs: int) -> Path:
     return out
 
 
-def test_small_model_learns_phones_on_the_corpus(request: pytest.FixtureRequest,
-                                                 tmp_path: Path) -> None:
-    try:
-        corpus = Path(request.getfixturevalue("tiny_corpus"))
-    except pytest.FixtureLookupError:
-        pytest.skip("tiny_corpus fixture (tests/conftest.py) not available yet")
+def test_small_model_learns_phones_on_the_corpus(tiny_corpus: Path, tmp_path: Path) -> None:
+    corpus = tiny_corpus
     from asrtrain.data.kaldi_dir import read_table
 
     num_pdfs = 1 + max(int(v) for v in read_table(corpus / "phones.txt").values())
