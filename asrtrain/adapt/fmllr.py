@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from asrtrain.adapt.fmllr_config import FMLLR
 from asrtrain.adapt.gmm import CHUNK, DiagGMM
 from asrtrain.core.errors import InputError
 from asrtrain.core.textio import read_text
@@ -179,8 +180,9 @@ def choose_kind(frames: int, min_full: int, min_diag: int, min_bias: int) -> str
     return "bias" if frames >= min_bias else "none"
 
 
-def estimate(gmm: DiagGMM, x: torch.Tensor, iters: int = 5, passes: int = 10,
-             min_full: int = 400, min_diag: int = 100, min_bias: int = 10) -> FmllrResult:
+def estimate(gmm: DiagGMM, x: torch.Tensor, iters: int = FMLLR.iters, passes: int = FMLLR.passes,
+             min_full: int = FMLLR.min_full, min_diag: int = FMLLR.min_diag,
+             min_bias: int = 10) -> FmllrResult:
     """A speaker's fMLLR transform from its frames [T, d], starting from identity."""
     if x.shape[1] != gmm.dim:
         raise ValueError(f"frames of dim {x.shape[1]} against a GMM of dim {gmm.dim}")
@@ -227,11 +229,12 @@ class _Source:
         return apply_lda(splice(self.raw(utt), self.context), self.lda)
 
 
-def prepare_fmllr(data: Path, out: Path, lda_dim: int = 40, context: int = 4,
-                  gmm_components: int = 256, gmm_iters: int = 10, ali: Path | None = None,
-                  model_dir: Path | None = None, iters: int = 5, passes: int = 10,
-                  min_full: int = 400, min_diag: int = 100, max_frames: int = 500_000,
-                  sat_iters: int = 1) -> dict:
+def prepare_fmllr(data: Path, out: Path, lda_dim: int = FMLLR.lda_dim, context: int = FMLLR.context,
+                  gmm_components: int = FMLLR.gmm_components, gmm_iters: int = FMLLR.gmm_iters,
+                  ali: Path | None = None, model_dir: Path | None = None, iters: int = FMLLR.iters,
+                  passes: int = FMLLR.passes, min_full: int = FMLLR.min_full,
+                  min_diag: int = FMLLR.min_diag, max_frames: int = FMLLR.max_frames,
+                  sat_iters: int = FMLLR.sat_iters) -> dict:
     """Estimate (or load) LDA and GMM on DATA, fMLLR per speaker, write adapted features.
 
     Stages: ``lda`` (``OUT/lda.mat``, from the alignments ``ali``), ``gmm``

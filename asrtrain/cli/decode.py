@@ -7,7 +7,14 @@ from pathlib import Path
 import click
 
 from asrtrain.cli.options import POSITIVE, config_option, resolved_params
-from asrtrain.decode.grid import DEFAULT_LATTICE_BEAM, DEFAULT_LMWT, DEFAULT_WIP
+from asrtrain.decode.grid import (
+    DEFAULT_ACWT,
+    DEFAULT_BEAM,
+    DEFAULT_LATTICE_BEAM,
+    DEFAULT_LMWT,
+    DEFAULT_MAX_ACTIVE,
+    DEFAULT_WIP,
+)
 
 
 @click.command()
@@ -17,10 +24,10 @@ from asrtrain.decode.grid import DEFAULT_LATTICE_BEAM, DEFAULT_LMWT, DEFAULT_WIP
 @click.argument("data", type=click.Path(path_type=Path))
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--nj", type=click.IntRange(1), default=2, show_default=True, help="Parallel jobs.")
-@click.option("--acwt", type=POSITIVE, default=0.1, show_default=True,
+@click.option("--acwt", type=POSITIVE, default=DEFAULT_ACWT, show_default=True,
               help="Acoustic scale when --lmwt is empty (one pass, named after 1/acwt).")
-@click.option("--beam", type=POSITIVE, default=13.0, show_default=True, help="Decoding beam.")
-@click.option("--max-active", type=click.IntRange(1), default=7000, show_default=True,
+@click.option("--beam", type=POSITIVE, default=DEFAULT_BEAM, show_default=True, help="Decoding beam.")
+@click.option("--max-active", type=click.IntRange(1), default=DEFAULT_MAX_ACTIVE, show_default=True,
               help="Most active states per frame.")
 @click.option("--lmwt", default=DEFAULT_LMWT, show_default=True,
               help="LM weights (A:B, A,B,C or one number): one hypothesis file per weight, "

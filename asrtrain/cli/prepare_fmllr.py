@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from asrtrain.adapt.fmllr_config import FMLLR
 from asrtrain.cli.options import config_option, resolved_params
 
 
@@ -13,13 +14,13 @@ from asrtrain.cli.options import config_option, resolved_params
 @config_option
 @click.argument("data", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--lda-dim", type=click.IntRange(min=1), default=40, show_default=True,
+@click.option("--lda-dim", type=click.IntRange(min=1), default=FMLLR.lda_dim, show_default=True,
               help="Output dimension of the LDA (and of the fMLLR features).")
-@click.option("--splice", type=click.IntRange(min=0), default=4, show_default=True,
+@click.option("--splice", type=click.IntRange(min=0), default=FMLLR.context, show_default=True,
               help="Frames of context each side before the LDA.")
-@click.option("--gmm-components", type=click.IntRange(min=1), default=256, show_default=True,
+@click.option("--gmm-components", type=click.IntRange(min=1), default=FMLLR.gmm_components, show_default=True,
               help="Gaussians of the global diagonal GMM the speakers are adapted to.")
-@click.option("--gmm-iters", type=click.IntRange(min=1), default=10, show_default=True,
+@click.option("--gmm-iters", type=click.IntRange(min=1), default=FMLLR.gmm_iters, show_default=True,
               help="EM iterations of the GMM at its full size.")
 @click.option("--ali", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Per-frame class labels for the LDA (kaldiio int vectors): pdf ids, as Kaldi's "
@@ -27,18 +28,18 @@ from asrtrain.cli.options import config_option, resolved_params
                    "give at most one dimension fewer than there are phones.")
 @click.option("--model", "model", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="Use the LDA and GMM of this earlier OUT (for dev and test).")
-@click.option("--iters", type=click.IntRange(min=1), default=5, show_default=True,
+@click.option("--iters", type=click.IntRange(min=1), default=FMLLR.iters, show_default=True,
               help="fMLLR iterations (posteriors recomputed each time).")
-@click.option("--passes", type=click.IntRange(min=1), default=10, show_default=True,
+@click.option("--passes", type=click.IntRange(min=1), default=FMLLR.passes, show_default=True,
               help="Row-by-row sweeps per fMLLR iteration.")
-@click.option("--min-frames-full", type=click.IntRange(min=1), default=400, show_default=True,
+@click.option("--min-frames-full", type=click.IntRange(min=1), default=FMLLR.min_full, show_default=True,
               help="Fewer frames for a speaker: a diagonal transform instead of a full one.")
-@click.option("--min-frames-diag", type=click.IntRange(min=1), default=100, show_default=True,
+@click.option("--min-frames-diag", type=click.IntRange(min=1), default=FMLLR.min_diag, show_default=True,
               help="Fewer frames for a speaker: a bias-only transform.")
-@click.option("--sat-iters", type=click.IntRange(min=0), default=1, show_default=True,
+@click.option("--sat-iters", type=click.IntRange(min=0), default=FMLLR.sat_iters, show_default=True,
               help="Rounds of speaker-adaptive training of the GMM (transforms, then EM on "
               "the adapted frames); 0: a speaker-independent GMM.")
-@click.option("--max-frames", type=click.IntRange(min=1000), default=500_000, show_default=True,
+@click.option("--max-frames", type=click.IntRange(min=1000), default=FMLLR.max_frames, show_default=True,
               help="Frames (evenly subsampled) to train the GMM on.")
 @click.pass_context
 def fmllr(ctx: click.Context, data: Path, out: Path, lda_dim: int, splice: int,

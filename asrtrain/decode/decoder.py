@@ -27,8 +27,11 @@ from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.core.textio import read_lines, read_text
 from asrtrain.decode.graph_dir import GraphInfo, load_tid2pdf
 from asrtrain.decode.grid import (
+    DEFAULT_ACWT,
+    DEFAULT_BEAM,
     DEFAULT_LATTICE_BEAM,
     DEFAULT_LMWT,
+    DEFAULT_MAX_ACTIVE,
     DEFAULT_WIP,
     lmwt_name,
     parse_lmwt,
@@ -52,10 +55,10 @@ class DecodeConfig:
     data: Path | None = None
     oracle: Path | None = None
     nj: int = 1
-    acwt: float = 0.1
-    beam: float = 13.0
-    max_active: int = 7000
-    lmwts: list[float] = field(default_factory=lambda: parse_lmwt(DEFAULT_LMWT, 0.1))
+    acwt: float = DEFAULT_ACWT
+    beam: float = DEFAULT_BEAM
+    max_active: int = DEFAULT_MAX_ACTIVE
+    lmwts: list[float] = field(default_factory=lambda: parse_lmwt(DEFAULT_LMWT, DEFAULT_ACWT))
     wips: list[float] = field(default_factory=lambda: parse_wip(DEFAULT_WIP))
     text: Path | None = None
     tid2pdf: Path | None = None

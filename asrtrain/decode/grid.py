@@ -16,8 +16,13 @@ from asrtrain.core.errors import ConfigError
 
 #: ``--lmwt`` when none is given (Kaldi's ``local/score.sh`` sweeps 7..17 on real speech).
 DEFAULT_LMWT = "8:15"
-#: Kaldi's ``--lattice-beam`` of its recipes' decode.sh.
+#: The search's defaults, shared by ``asrtrain decode``, the decoders and the recipes (which
+#: pass a value only to change it): Kaldi's decode.sh beam and max-active, and its recipes'
+#: ``--lattice-beam``; the acoustic scale of a single pass (Kaldi's 0.1).
+DEFAULT_BEAM = 13.0
+DEFAULT_MAX_ACTIVE = 7000
 DEFAULT_LATTICE_BEAM = 8.0
+DEFAULT_ACWT = 0.1
 #: ``--wip`` when none is given: penalty 0 only, i.e. the outputs of a decode without one.
 DEFAULT_WIP = "0.0"
 

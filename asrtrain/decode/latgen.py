@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from asrtrain.core.errors import InputError
-from asrtrain.decode.grid import DEFAULT_LATTICE_BEAM
+from asrtrain.decode.grid import DEFAULT_BEAM, DEFAULT_LATTICE_BEAM, DEFAULT_MAX_ACTIVE
 from asrtrain.decode.lattice import WordLattice
 
 #: Output states of one determinized lattice before its beam is narrowed (Kaldi bounds
@@ -42,8 +42,8 @@ class SearchFailed(InputError):
 class SearchOptions:
     """Kaldi's LatticeFasterDecoderConfig (min-active as FasterDecoder's default)."""
 
-    beam: float = 13.0
-    max_active: int = 7000
+    beam: float = DEFAULT_BEAM
+    max_active: int = DEFAULT_MAX_ACTIVE
     min_active: int = 20
     beam_delta: float = 0.5
     lattice_beam: float = DEFAULT_LATTICE_BEAM
