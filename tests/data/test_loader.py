@@ -216,12 +216,17 @@ def test_late_claims_do_not_hoard_blocks(archive: tuple[Path, dict], claim_late:
 
     ahead = []
     for consumed, _batch in enumerate(loader.tagged(0, claims(), claim_late=claim_late), 1):
-        time.sleep(0.05)  # a slow learner: the prefetch thread has all the time it wants
+        if consumed == 1 and not claim_late:  # wait as long as busy cores need for what must come
+            deadline = time.monotonic() + 30
+            while len(taken) - consumed < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        else:
+            time.sleep(0.05)  # a slow learner: the prefetch thread has time to claim ahead
         ahead.append(len(taken) - consumed)
     assert len(taken) == loader.num_blocks  # every block still served once
     if claim_late:
-        assert max(ahead) <= 2, ahead
-    else:  # what the prefetch queue does unchecked (the producer may lag on busy cores)
+        assert max(ahead) <= 2, ahead  # a bound, whatever the timing
+    else:  # what the prefetch queue does unchecked
         assert max(ahead) >= 3, ahead
 
 

@@ -60,6 +60,7 @@ class Recorder(Hooks):
     die_rank: int | None = None   # this rank exits (or hangs) before step die_step
     die_step: int = 2
     hang: bool = False
+    death_mark: str = ""          # a file the dying rank writes its wall-clock time of death to
     rec: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def start(self, trainer: Any) -> None:
@@ -75,6 +76,8 @@ class Recorder(Hooks):
 
     def before_step(self, trainer: Any, step: int) -> None:
         if self.die_rank == trainer.strategy.rank and step == self.die_step:
+            if self.death_mark:
+                Path(self.death_mark).write_text(repr(time.time()))
             if self.hang:
                 time.sleep(3600)
             os._exit(3)

@@ -9,6 +9,7 @@ batch system does) must leave no named semaphores in ``/dev/shm``.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,8 +29,28 @@ TIMEOUT = 10.0
 MARGIN = 15.0
 
 
-def _semaphores() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith("sem.")} if os.path.isdir("/dev/shm") else set()
+def _semaphores_of(pgid: int) -> set[int]:
+    """Inodes of the named semaphores mapped by the live processes of group ``pgid``: the
+    job's own, whatever else on the machine creates or removes them (``/dev/shm`` is
+    machine-wide). Inodes, not names: glibc maps a temporary file, then links it to the name."""
+    inodes: set[int] = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(proc.name)) != pgid:
+                continue
+            maps = (proc / "maps").read_text()
+        except OSError:  # gone meanwhile (ProcessLookupError is an OSError)
+            continue
+        inodes.update(int(m) for m in re.findall(r" (\d+) +/dev/shm/sem\.", maps))
+    return inodes
+
+
+def _left_in_shm(inodes: set[int]) -> list[str]:
+    """The files of ``/dev/shm`` that are one of ``inodes``."""
+    shm = Path("/dev/shm")
+    return [p.name for p in shm.iterdir() if p.stat().st_ino in inodes] if shm.is_dir() else []
 
 
 @pytest.mark.slow  # three 4-learner jobs, each stopped after its timeout (~25 s each)
@@ -64,16 +85,18 @@ def test_job_killed_as_a_group_leaves_no_semaphores(archives, tmp_path):
     train, _ = archives
     logs = tmp_path / "logs"
     logs.mkdir()
-    before = _semaphores()
+    seen: set[int] = set()
     job = subprocess.Popen(_chunks_job(train, tmp_path / "exp", logs, "adpsgd", 4, "--epochs", "50", "--every", "1000"),
                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         end = time.monotonic() + 240
         while not all(len(_log(logs, r)) >= 3 for r in range(4)):
             assert job.poll() is None and time.monotonic() < end, "the job never got going"
+            seen |= _semaphores_of(job.pid)
             time.sleep(0.05)
+        seen |= _semaphores_of(job.pid)
     finally:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(timeout=60)
     time.sleep(0.5)
-    assert _semaphores() - before == set()
+    assert _left_in_shm(seen) == []
