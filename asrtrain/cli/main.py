@@ -31,6 +31,8 @@ COMMANDS = {
     "train": "asrtrain.cli.train:train",
     "decode": "asrtrain.cli.decode:decode",
     "score": "asrtrain.cli.score:score",
+    "export": "asrtrain.cli.export:export",
+    "transcribe": "asrtrain.cli.transcribe:transcribe",
     "rescore": "asrtrain.cli.rescore:rescore",
     "info": "asrtrain.cli.info:info",
     "plot": "asrtrain.cli.plot:plot",

@@ -118,7 +118,15 @@ def word_spans(words: list[str], phones: list[tuple[int, int, int]],
 def ctm_lines(utt: str, path: BestPath, words: dict[int, str],
               pdf_info: list[tuple[int, int]] | None, silence: set[int],
               prons: dict[str, list[tuple[int, ...]]]) -> list[str]:
-    """CTM lines ``utt 1 start dur WORD`` of one utterance.
+    """CTM lines ``utt 1 start dur WORD`` of one utterance (times: :func:`word_times`)."""
+    return [f"{utt} 1 {s * FRAME_SHIFT:.2f} {d * FRAME_SHIFT:.2f} {w}"
+            for w, s, d in word_times(path, words, pdf_info, silence, prons)]
+
+
+def word_times(path: BestPath, words: dict[int, str], pdf_info: list[tuple[int, int]] | None,
+               silence: set[int], prons: dict[str, list[tuple[int, ...]]]
+               ) -> list[tuple[str, int, int]]:
+    """``(word, first frame, frames)`` of each word of the best path.
 
     ``pdf_info`` gives (phone, HMM state) per input label − 1 (a pdf, or a Kaldi
     transition-id); None when unknown (a Kaldi graph without phones in its map, or
@@ -137,5 +145,4 @@ def ctm_lines(utt: str, path: BestPath, words: dict[int, str],
         starts = path.word_frames
         ends = starts[1:] + [len(path.pdfs)]
         spans = [(s, max(e - s, 1)) for s, e in zip(starts, ends, strict=True)]
-    return [f"{utt} 1 {s * FRAME_SHIFT:.2f} {d * FRAME_SHIFT:.2f} {w}"
-            for w, (s, d) in zip(names, spans, strict=True)]
+    return [(w, s, d) for w, (s, d) in zip(names, spans, strict=True)]

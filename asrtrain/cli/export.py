@@ -1,0 +1,33 @@
+"""``asrtrain export``: a trained model as one self-contained, versioned directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from asrtrain.cli.options import POSITIVE, Finite
+
+
+@click.command()
+@click.argument("exp", type=click.Path(exists=True, path_type=Path))
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--graph", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="The graph dir (prepare lang's lang/graph) [the one beside the alignments "
+                   "the model was trained on].")
+@click.option("--pick-on", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A scored dev decode whose best_wer names the LM weight and penalty, and whose "
+                   "search settings are kept [EXP/decode_dev].")
+@click.option("--lmwt", type=POSITIVE, default=None, help="LM weight, instead of the dev pick.")
+@click.option("--wip", type=Finite(), default=None, help="Word insertion penalty, instead of the dev pick.")
+def export(exp: Path, out: Path, graph: Path | None, pick_on: Path | None, lmwt: float | None,
+           wip: float | None) -> None:
+    """Write OUT, a model directory that `asrtrain transcribe` and `Transcriber` load: the
+    network of EXP (a training dir with final.pt, or a recipe's exp with blstm/final.pt),
+    its graph, the front end (features, CMVN, i-vector extractor, fMLLR model) as the
+    training run made it, the LM weight and insertion penalty picked on dev, and a
+    manifest with versions and sha256 checksums."""
+    from asrtrain.transcribe.export import export_model
+
+    data = export_model(exp, out, graph=graph, pick_on=pick_on, lmwt=lmwt, wip=wip)
+    click.echo(f"{out}: {len(data['files'])} files, manifest.json with their sha256")

@@ -1,0 +1,76 @@
+"""What an exported model records besides its files: the front end and the decoding setting.
+
+Plain JSON (``settings.json``), so loading a model never runs code from it. Each frame
+stream of the network's input says how to make it again from audio: a feature type with
+the options ``prepare features`` was given, CMVN per speaker (means or variances), or an
+i-vector / fMLLR stream computed from MFCCs by the exported extractor or model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from asrtrain.core.errors import InputError
+
+#: The kinds of stream an exported model can make again from audio.
+STREAM_KINDS = ("features", "ivector", "fmllr")
+#: Kaldi's decode.sh search settings, used when the dev decode recorded none.
+DEFAULT_SEARCH = {"acwt": 0.1, "beam": 13.0, "max_active": 7000, "lattice_beam": 8.0}
+
+
+@dataclass
+class StreamSpec:
+    """One input stream: how to compute it, and its place in the model's input."""
+
+    name: str
+    kind: str                            # features | ivector | fmllr
+    features: dict[str, Any]             # FeatureConfig fields of the stream (or of its MFCCs)
+    cmvn: str | None = None              # None, "means" or "vars" (per speaker)
+    period: int | None = None            # online i-vectors: one row per period frames
+    online: bool = True                  # i-vectors: online (rows) or one per utterance
+    options: dict[str, Any] = field(default_factory=dict)  # fMLLR: lda_dim, splice, iters…
+
+    def __post_init__(self) -> None:
+        if self.kind not in STREAM_KINDS:
+            raise InputError(f"stream {self.name!r}: unknown kind {self.kind!r}")
+
+
+@dataclass
+class DecodeSetting:
+    """The search and the (LM weight, penalty) picked on dev."""
+
+    lmwt: float
+    wip: float = 0.0
+    acwt: float = DEFAULT_SEARCH["acwt"]
+    beam: float = DEFAULT_SEARCH["beam"]
+    max_active: int = int(DEFAULT_SEARCH["max_active"])
+    lattice_beam: float = DEFAULT_SEARCH["lattice_beam"]
+    picked: str = ""                     # where the setting comes from (a best_wer line)
+
+
+@dataclass
+class ModelSettings:
+    """Everything but the files: sample rate, streams in input order, chunk, decoding."""
+
+    sample_rate: int
+    chunk: int
+    tolerance: int
+    streams: list[StreamSpec]
+    decode: DecodeSetting
+    tree_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelSettings:
+        """Settings from ``settings.json``; a missing or odd field is one InputError."""
+        try:
+            return cls(sample_rate=int(data["sample_rate"]), chunk=int(data["chunk"]),
+                       tolerance=int(data["tolerance"]),
+                       streams=[StreamSpec(**s) for s in data["streams"]],
+                       decode=DecodeSetting(**data["decode"]), tree_id=data.get("tree_id"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"settings.json is not an asrtrain model's ({type(exc).__name__}: "
+                             f"{exc})") from None
