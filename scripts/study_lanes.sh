@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 23's batch study (docs/study/PLAN.md) as two lanes of one core each, resumable across
 # sessions whose workspace starts empty: the corpus and exp/ are not kept, so the finished runs'
-# records are saved under docs/study/5h-<lane>/runs/ (committed) and restored before a lane runs;
+# records are saved in docs/study/5h-<lane>/runs.tar.xz (committed) and restored before a lane runs;
 # the study then skips them as finished (a record whose spec differs is refused, naming the field).
 #
 #   scripts/study_lanes.sh corpus     # the 5 h study corpus (about 15 minutes of both cores)
@@ -12,7 +12,7 @@
 #   scripts/study_lanes.sh h512       # H-ADPSGD over 16 in groups of 4 at 512, rates x1 and x2 (its own OUT and report)
 #   scripts/study_lanes.sh n512       # ADPSGD at 512, x1 and x2, without the global average (its own OUT and report)
 #   scripts/study_lanes.sh report     # the batch study's report over every finished run (lanes stopped)
-#   scripts/study_lanes.sh save       # copy every finished run's record into docs/study/
+#   scripts/study_lanes.sh save       # every finished run's record into docs/study/5h-*/runs.tar.xz
 #
 # Every batch run is one (strategy, batch, rate) named alike in every OUT: each lane trains its
 # share (`study batch --runs GLOB`) in an OUT of its own (one writer an OUT), and `report` copies
@@ -29,14 +29,25 @@ B=(--learners 16 --rate-multipliers 0.5,1,2,4 --epochs 8 --warmup-epochs 3)
 GRIDS=(batch-a batch-256 batch-256b batch-128 batch-128b)  # lanes whose runs the report gathers in batch
 LANES=(range-probe batch "${GRIDS[@]}" batch-512h batch-512n)
 
-restore() {  # docs/study/5h-$1/runs/NAME -> exp/study/$1/runs/NAME, where not there already
-  local src=docs/study/5h-$1/runs dest=exp/study/$1/runs
-  [ -d "$src" ] || return 0
+restore() {  # docs/study/5h-$1/runs.tar.xz: runs/NAME -> exp/study/$1/runs/NAME, where not there already
+  local tarball=docs/study/5h-$1/runs.tar.xz dest=exp/study/$1/runs src
+  [ -f "$tarball" ] || return 0
+  src=$(mktemp -d); tar -xJf "$tarball" -C "$src"
   mkdir -p "$dest"
-  for run in "$src"/*/; do
+  for run in "$src"/runs/*/; do
     name=$(basename "$run")
     [ -f "$dest/$name/record.json" ] || { rm -rf "${dest:?}/$name"; cp -r "$run" "$dest/$name"; }
   done
+  rm -rf "$src"
+}
+
+pack() {  # docs/study/5h-$1/runs/ -> its runs.tar.xz (the archive's earlier runs kept)
+  local dir=docs/study/5h-$1
+  [ -d "$dir/runs" ] || return 0
+  if [ -f "$dir/runs.tar.xz" ]; then tar -xJf "$dir/runs.tar.xz" -C "$dir" --skip-old-files; fi
+  tar -C "$dir" --sort=name --owner=0 --group=0 --numeric-owner -cJf "$dir/runs.tar.xz.tmp" runs
+  mv "$dir/runs.tar.xz.tmp" "$dir/runs.tar.xz"
+  rm -rf "${dir:?}/runs"
 }
 
 copied() {  # run $2 in lane $1 is a copy: a baseline in another lane, or another lane's run in b's (report's) OUT
@@ -63,6 +74,7 @@ save() {  # finished runs only (record.json), without weights: a few kB each; ea
       [ -f "$f" ] && [ "$(basename "$f")" != fingerprint.json ] && mkdir -p "docs/study/5h-$lane" && \
         cp "$f" "docs/study/5h-$lane/"
     done
+    pack "$lane"
   done
   return 0
 }
