@@ -26,7 +26,7 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   hurt with few speakers (the issue's digits, 3 training speakers: 24.9% against 12.2% with
   logmel alone; its read speech, 74 speakers: 10.2% against 9.8%; one seed each) and were
   undecided on speechocean762 (117 speakers, 2.7 h: 2.4 points better on a fifth of the test
-  set, 3.3 worse on dev, one seed; README "Real speech"). Logmel alone is then the choice
+  set, 3.3 worse on dev, one seed; docs/results.md "Real speech"). Logmel alone is then the choice
   that costs least: the recipe skips the i-vector and fMLLR estimation. The papers' 2,000 h
   used them; nothing between was measured, so the switch sits where the rule's network grows
   to the papers' width.
