@@ -139,9 +139,13 @@ def run_rescore(cfg: RescoreConfig) -> dict[str, Any]:
         rescore_archive(src, dest, old, new, stats)
     rescore_s, rescore_cpu = time.perf_counter() - t0, time.process_time() - c0
 
+    rescored: set[str] = set()  # the reference's check: which utterances have lattices
+
     def lattices():
         for path in outputs:
-            yield from read_archive(path)
+            for utt, lat in read_archive(path):
+                rescored.add(utt)
+                yield utt, lat
 
     sweep = write_sweep(lattices(), graph, labels, cfg.lmwts, cfg.wips, cfg.out)
     figures: dict[str, Any] = {
@@ -153,16 +157,17 @@ def run_rescore(cfg: RescoreConfig) -> dict[str, Any]:
     if stats.dropped_arcs or stats.dropped_finals:
         log.warning("%d lattice arcs and %d final states had no probability under the new LM "
                     "and were dropped", stats.dropped_arcs, stats.dropped_finals)
-    _reference(cfg, graph, figures, copy_reference)
+    _reference(cfg, graph, figures, copy_reference, rescored)
     write_text(cfg.out / "rescore_stats.json", json.dumps(figures, indent=2) + "\n")
     return figures
 
 
-def _reference(cfg: RescoreConfig, graph: Any, figures: dict[str, Any], copy_reference: Any) -> None:
+def _reference(cfg: RescoreConfig, graph: Any, figures: dict[str, Any], copy_reference: Any,
+               rescored: set[str]) -> None:
     """``--text`` copied (OOVs counted) as ``decode`` does, else LATDIR's ``ref.txt``."""
     if cfg.text is not None:
         figures["ref_oov_tokens"] = copy_reference(cfg.text, cfg.out / "ref.txt", graph.words,
-                                                  set())
+                                                  rescored)
     elif (cfg.latdir / "ref.txt").exists():
         with atomic_path(cfg.out / "ref.txt") as tmp:
             shutil.copyfile(cfg.latdir / "ref.txt", tmp)

@@ -130,3 +130,19 @@ def test_bad_input_is_one_line(setup, tmp_path):
         lattice_archive(tmp_path / "gap", j).write_bytes(lattice_archive(latdir, 0).read_bytes())
     res = _run(arpa, arpa, graph, tmp_path / "gap", tmp_path / "o3")
     assert res.exit_code == 1 and "a job's archive is missing" in res.output
+
+
+def test_text_reference_counts_only_utterances_without_lattices(setup, caplog):
+    """``--text``: a reference utterance is missing only when no lattice was rescored for it
+    (every one was once reported missing, the rescored set never being passed on)."""
+    import logging
+
+    graph, latdir, lms, root = setup
+    text = root / "text_ref"
+    text.write_text((latdir / "ref.txt").read_text() + "uttX ONLY REF\n")
+    with caplog.at_level(logging.WARNING, logger="asrtrain"):
+        res = _run(lms["small"][0], lms["small"][0], graph, latdir, root / "withtext", *GRID,
+                   "--text", text)
+    assert res.exit_code == 0, res.output
+    missing = [r.getMessage() for r in caplog.records if "not in the archive" in r.getMessage()]
+    assert len(missing) == 1 and missing[0].startswith("1 utterances") and "uttX" in missing[0]
