@@ -25,7 +25,7 @@ from asrtrain.train.plateau import Plateau
 from asrtrain.train.resume import describe
 from asrtrain.train.schedule import LRSchedule
 from asrtrain.train.trainer import TrainResult, train
-from asrtrain.train.validate import archive_dims, batch_problem, open_archive
+from asrtrain.train.validate import archive_dims, batch_problem, open_archive, open_held_out
 
 
 def learner(strategy: Strategy, cfg: TrainConfig, hooks: Hooks | None = None) -> TrainResult:
@@ -82,6 +82,7 @@ def plan(cfg: TrainConfig, dist_cfg: DistConfig) -> dict[str, Any]:
     archive = open_archive(cfg.archive, "training")
     chosen = select_streams(archive, cfg.stream_names)
     resolved = cfg.with_archive_dims(chosen.dim, archive_dims(archive)[1])
+    open_held_out(cfg.valid, archive, chosen)  # the trainer's refusals: width, pdfs, tree
     spec = cfg.augment
     if spec is not None:  # the same refusals as the trainer's
         spec_masker(spec, archive.layout, chosen.columns, archive.chunk, cfg.seed, 0, archive.path)

@@ -66,7 +66,19 @@ def open_held_out(path: Path | None, train: Archive,
         what = "feat_dim" if not chosen.by_name else f"{'+'.join(chosen.streams)} width"
         raise InputError(f"held-out archive has {what} {picked.dim} and {valid.num_pdfs} pdfs; "
                          f"the training archive has {chosen.dim} and {train.num_pdfs}", path)
+    check_same_tree(valid, train, path)
     return valid, picked
+
+
+def check_same_tree(valid: Archive, train: Archive, path: Path) -> None:
+    """Targets are pdfs of one tree: another tree with as many pdfs names other states, and
+    the held-out loss and accuracy would measure nothing. Archives record their tree."""
+    ours, theirs = train.header.get("tree_id"), valid.header.get("tree_id")
+    if ours != theirs:
+        def name(tree: Any) -> str:
+            return f"tree {tree}" if tree else "no tree (phone or unrecorded targets)"
+        raise InputError(f"held-out archive's targets are pdfs of {name(theirs)}, the training "
+                         f"archive's of {name(ours)}: build both from one lang's alignments", path)
 
 
 def evaluate(model: nn.Module, archive: Archive, batch: int, device: torch.device,
