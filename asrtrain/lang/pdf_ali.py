@@ -60,11 +60,13 @@ def read_ctm_cuts(ctm: Path, frame_shift: float = 0.01, centre: float = 0.0125
 
 
 def read_split(ali_dir: Path, split: str, targets: str = "auto") -> Iterator[FrameAlignment]:
-    """The alignments of a corpus split in ali.scp's order: phones, CTM cuts (none without
-    phone.ctm) and, per :func:`uses_states`, the aligner's states."""
+    """The alignments of a corpus split in ali.scp's order: phones, CTM cuts and, per
+    :func:`uses_states`, the aligner's states (one of the two must say where phones start)."""
     d = Path(ali_dir) / split
+    with_states = uses_states(ali_dir, split, targets)
+    check_phone_starts(d, with_states)
     cuts = read_ctm_cuts(d / "phone.ctm") if (d / "phone.ctm").exists() else {}
-    states = dict(read_alignments(d / "state.scp")) if uses_states(ali_dir, split, targets) else None
+    states = dict(read_alignments(d / "state.scp")) if with_states else None
     for utt, ali in read_alignments(d / "ali.scp"):
         st = None
         if states is not None:
@@ -73,6 +75,19 @@ def read_split(ali_dir: Path, split: str, targets: str = "auto") -> Iterator[Fra
                 problem = "missing" if st is None else f"{len(st)} frames, ali.scp has {len(ali)}"
                 raise InputError(f"utterance {utt}: HMM states {problem}", d / "state.scp")
         yield FrameAlignment(ali, cuts.get(utt, []), st, utt)
+
+
+def check_phone_starts(split_dir: Path, with_states: bool) -> None:
+    """Refuse alignments that cannot say where each phone starts. A phone per frame cannot
+    show two equal phones in a row ("bus stop": s s); phone.ctm can, and so can the aligner's
+    states (state 2 then state 0). Guessing would merge them: the tree, the targets and the
+    learned pronunciations would all rest on the guess."""
+    if with_states or (split_dir / "phone.ctm").exists():
+        return
+    raise InputError("not found, and no aligner's states (state.scp) to use instead: without each "
+                     "phone's start two equal phones in a row merge into one, and the tree, the "
+                     "targets and the learned pronunciations would rest on guessed boundaries; write "
+                     "it (Kaldi: ali-to-phones --ctm-output)", split_dir / "phone.ctm")
 
 
 def read_alignments(scp: Path) -> Iterator[tuple[str, np.ndarray]]:

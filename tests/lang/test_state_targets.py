@@ -57,11 +57,14 @@ def test_a_state_outside_the_topology_is_an_error_naming_the_utterance() -> None
         context_counts([ali], topo)
 
 
-def _ali_dir(root: Path, states: dict[str, np.ndarray] | None) -> Path:
+def _ali_dir(root: Path, states: dict[str, np.ndarray] | None, ctm: bool = True) -> Path:
+    """Phone alignments of two utterances, with ``states`` and a phone.ctm where asked."""
     d = root / "train"
     d.mkdir(parents=True)
     phones = {"u1": np.array([1, 1, 1, 2, 2, 2, 2]), "u2": np.array([1, 1, 1])}
     write_int_vectors(d / "ali", sorted(phones.items()))
+    if ctm:  # frame f starts at f * 10 ms + 12.5 ms (read_ctm_cuts' centre)
+        (d / "phone.ctm").write_text("u1 1 0.0125 0.03 1\nu1 1 0.0425 0.04 2\nu2 1 0.0125 0.03 1\n")
     if states is not None:
         write_int_vectors(d / "state", sorted(states.items()))
     return root
@@ -83,6 +86,10 @@ def test_read_split_takes_states_where_written_and_refuses_what_does_not_fit(tmp
     missing = _ali_dir(tmp_path / "d", {"u1": states["u1"]})
     with pytest.raises(InputError, match="utterance u2: HMM states missing"):
         list(read_split(missing, "train"))
+    # the states alone say where phones start; neither them nor a phone.ctm is refused
+    assert [a.utt for a in read_split(_ali_dir(tmp_path / "e", states, ctm=False), "train")] == ["u1", "u2"]
+    with pytest.raises(InputError, match="phone.ctm: not found, and no aligner's states"):
+        list(read_split(_ali_dir(tmp_path / "f", states, ctm=False), "train", "even"))
 
 
 def test_phone_only_alignments_keep_the_even_split() -> None:
