@@ -24,7 +24,7 @@ import numpy as np
 
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import ConfigError, InputError
-from asrtrain.core.textio import read_lines, read_text
+from asrtrain.core.textio import read_text
 from asrtrain.decode.graph_dir import GraphInfo, load_tid2pdf
 from asrtrain.decode.grid import (
     DEFAULT_ACWT,
@@ -41,6 +41,7 @@ from asrtrain.decode.grid import (
     wip_name,
 )
 from asrtrain.decode.lattice_job import remove_stale_lattices
+from asrtrain.decode.reference import copy_reference
 
 log = logging.getLogger("asrtrain.decode")
 
@@ -454,31 +455,3 @@ def summarize(cfg: DecodeConfig, stats: list[JobStats], passes: int | None = Non
                     ", ".join(failed[:5]))
     return figures
 
-
-def copy_reference(text: Path, dest: Path, words: dict[int, str], decoded: set[str]) -> int:
-    """Copy ``--text`` to ``ref.txt``; count (and name) words the lexicon lacks."""
-    if not Path(text).exists():
-        raise InputError("reference text not found", text)
-    vocab = set(words.values())
-    lines = read_lines(text)
-    oov, where = 0, []
-    refs = set()
-    for line in lines:
-        parts = line.split()
-        if not parts:
-            continue
-        refs.add(parts[0])
-        missing = [w for w in parts[1:] if w not in vocab]
-        if missing:
-            oov += len(missing)
-            where.append(f"{parts[0]}: {missing[0]}")
-    write_text(dest, "\n".join(lines) + "\n")
-    if oov:
-        log.warning("%s: %d reference words in %d utterances are not in the lexicon (they cannot be "
-                    "recognised and count as errors), e.g. %s", text, oov, len(where), "; ".join(where[:3]))
-    if decoded - refs:
-        log.warning("%d decoded utterances have no reference in %s", len(decoded - refs), text)
-    if refs - decoded:
-        log.warning("%d utterances of %s are not in the archive (scoring counts their words as "
-                    "deletions), e.g. %s", len(refs - decoded), text, ", ".join(sorted(refs - decoded)[:3]))
-    return oov

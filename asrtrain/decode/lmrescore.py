@@ -117,11 +117,11 @@ def rescore_archive(src: Path, dest: Path, old: LanguageModel, new: LanguageMode
 
 def run_rescore(cfg: RescoreConfig) -> dict[str, Any]:
     """Rescore every archive of ``cfg.latdir`` into ``cfg.out``, sweep the grid; figures."""
-    from asrtrain.decode.decoder import copy_reference
     from asrtrain.decode.graph_dir import GraphInfo, load_tid2pdf
     from asrtrain.decode.lattice_io import read_archive
     from asrtrain.decode.lattice_job import lattice_archive
     from asrtrain.decode.lattice_sweep import write_sweep
+    from asrtrain.decode.reference import copy_reference
 
     archives = lattice_archives(cfg.latdir)
     graph = GraphInfo.load(cfg.graph)
@@ -169,5 +169,8 @@ def _reference(cfg: RescoreConfig, graph: Any, figures: dict[str, Any], copy_ref
         figures["ref_oov_tokens"] = copy_reference(cfg.text, cfg.out / "ref.txt", graph.words,
                                                   rescored)
     elif (cfg.latdir / "ref.txt").exists():
+        from asrtrain.decode.reference import copy_speakers
+
         with atomic_path(cfg.out / "ref.txt") as tmp:
             shutil.copyfile(cfg.latdir / "ref.txt", tmp)
+        copy_speakers(cfg.latdir / "utt2spk", cfg.out)

@@ -49,6 +49,7 @@ class Inputs:
     ignored_words: int = 0
     extra: dict[str, int] = field(default_factory=dict)
     hyp_pre_mapped: bool = False        # the GLM was applied while grouping CTM words
+    speakers_from: str = "ids"          # "utt2spk" (its path), "stm", or "ids" (guessed from them)
 
 
 @dataclass
@@ -113,10 +114,10 @@ def load_inputs(ref: Path, hyp: Path, ref_format: str = "auto", hyp_format: str 
         grouped = formats.group_ctm_by_stm(formats.read_ctm(hyp), refs, rewrite)
         refs = [u for u in refs if not u.ignore]
         return Inputs(refs, grouped.hyps, rf, hf, grouped.ignored_words, grouped.extra,
-                      hyp_pre_mapped=rewrite is not None)
+                      hyp_pre_mapped=rewrite is not None, speakers_from="stm")
+    if utt2spk is None and (ref.parent / "utt2spk").is_file():
+        utt2spk = ref.parent / "utt2spk"
     spk = read_utt2spk(utt2spk) if utt2spk is not None else None
-    if spk is None and (ref.parent / "utt2spk").is_file():
-        spk = read_utt2spk(ref.parent / "utt2spk")
     refs = formats.read_text(ref, spk)
     if hf == "ctm":
         hyps = formats.group_ctm_by_utt(formats.read_ctm(hyp)).hyps
@@ -124,7 +125,19 @@ def load_inputs(ref: Path, hyp: Path, ref_format: str = "auto", hyp_format: str 
         hyps = {u.id: u.words for u in formats.read_text(hyp)}
     known = {u.id for u in refs}
     extra = {k: len(v) for k, v in hyps.items() if k not in known}
-    return Inputs(refs, {k: v for k, v in hyps.items() if k in known}, rf, hf, 0, extra)
+    return Inputs(refs, {k: v for k, v in hyps.items() if k in known}, rf, hf, 0, extra,
+                  speakers_from=str(utt2spk) if utt2spk is not None else "ids")
+
+
+def check_speakers(inputs: Inputs, unit: str, ref: Path) -> None:
+    """Refuse to resample speakers that are not there: no utt2spk, and ids that name no
+    speaker (one utterance each) would make a speaker bootstrap resample utterances."""
+    if unit != "speaker" or inputs.speakers_from != "ids" or len(inputs.refs) < 2:
+        return
+    if len({u.speaker for u in inputs.refs}) == len(inputs.refs):
+        raise InputError("--bootstrap-unit speaker: no utt2spk beside the reference (or --utt2spk), "
+                         f"and its {len(inputs.refs)} utterance ids name {len(inputs.refs)} speakers, "
+                         "one each: give the speakers", ref)
 
 
 def score_inputs(inputs: Inputs, normalizer: Normalizer, extra_hyp: str = "error",

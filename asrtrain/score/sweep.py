@@ -26,7 +26,7 @@ from asrtrain.core.textio import read_text
 from asrtrain.decode.grid import parse_setting
 from asrtrain.score.normalize import DEFAULT_FILTER, Normalizer, load_glm
 from asrtrain.score.report import kaldi_lines, write_reports
-from asrtrain.score.scorer import load_inputs, score_inputs
+from asrtrain.score.scorer import check_speakers, load_inputs, score_inputs
 
 log = logging.getLogger("asrtrain.score")
 
@@ -74,6 +74,8 @@ def score_files(ref: Path, hyp: Path, out: Path, opts: ScoreOptions) -> dict[str
     """Score HYP against REF and write the reports into OUT; returns wer.json's content."""
     normalizer = opts.normalizer()
     inputs = load_inputs(ref, hyp, opts.ref_format, opts.hyp_format, opts.utt2spk, normalizer)
+    if opts.bootstrap > 0:
+        check_speakers(inputs, opts.bootstrap_unit, ref)
     res = score_inputs(inputs, normalizer, opts.extra_hyp, hyp)
     data = write_reports(res, out, opts.subsets, opts.bootstrap, opts.bootstrap_unit,
                          opts.seed, options={"ref": str(ref), "hyp": str(hyp),
