@@ -111,8 +111,10 @@ def load_lda(path: str | os.PathLike[str], in_dim: int | None = None,
         matrix = np.asarray(kaldiio.load_mat(os.fspath(path)), dtype=np.float64)
     except FileNotFoundError:
         raise InputError("LDA matrix not found", path) from None
-    except (ValueError, OSError, EOFError) as exc:
-        raise InputError(f"not a Kaldi matrix: {exc}", path) from None
+    except Exception as exc:  # kaldiio raises many kinds on bad data: say them in words
+        from asrtrain.data.kaldi_read import failure
+
+        raise InputError(f"not a Kaldi matrix: {failure(f'{os.fspath(path)}:0', exc)}", path) from None
     if matrix.ndim != 2:
         raise InputError(f"not a matrix (shape {matrix.shape})", path)
     if in_dim is not None and matrix.shape[1] not in (in_dim, in_dim + 1):

@@ -133,7 +133,9 @@ def _read_ark(entry: str, where: str | os.PathLike[str] | None) -> tuple[int, np
     except FileNotFoundError as exc:
         raise InputError(f"{entry}: {exc.strerror or 'not found'}", where) from None
     except Exception as exc:  # kaldiio raises ValueError/RuntimeError/struct.error on bad data
-        raise InputError(f"{entry}: cannot read audio from ark ({exc})", where) from None
+        from asrtrain.data.kaldi_read import failure
+
+        raise InputError(f"{entry}: cannot read audio from ark ({failure(entry, exc)})", where) from None
     if not isinstance(value, tuple):
         raise InputError(f"{entry}: ark entry is a matrix, not audio", where)
     rate, samples = value

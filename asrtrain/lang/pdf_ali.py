@@ -96,11 +96,24 @@ def read_alignments(scp: Path) -> Iterator[tuple[str, np.ndarray]]:
 
     if not Path(scp).exists():
         raise InputError("alignment scp not found", scp)
+    done = 0
     try:
         for utt, ali in kaldiio.load_scp_sequential(text_stream(scp)):
+            done += 1
             yield utt, np.asarray(ali).astype(np.int64).reshape(-1)
-    except (OSError, ValueError, KeyError) as exc:
-        raise InputError(f"cannot read alignments: {exc}", scp) from None
+    except Exception as exc:  # kaldiio raises many kinds on bad data: say them in words
+        raise InputError(f"cannot read alignments: {_where_stopped(scp, done, exc)}", scp) from None
+
+
+def _where_stopped(scp: Path, done: int, exc: Exception) -> str:
+    """The entry a sequential read failed on and why (a truncated ark named as such)."""
+    from asrtrain.data.kaldi_read import failure, nth_entry
+
+    stopped = nth_entry(scp, done)
+    if stopped is None:
+        return failure(None, exc)
+    utt, entry = stopped
+    return f"utterance {utt!r} ({entry}): {failure(entry, exc)}"
 
 
 def write_pdf_alignments(ali_dir: Path, split: str, tree: ContextTree, out_prefix: Path,
