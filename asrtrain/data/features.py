@@ -166,20 +166,11 @@ class JobResult:
 
 
 def _segments(path: Path) -> dict[str, tuple[str, float, float]]:
-    """Kaldi ``segments``: ``utt recording start end`` (seconds; end -1 means to the end)."""
-    from asrtrain.core.errors import InputError
-    from asrtrain.data.kaldi_dir import read_table
+    """Kaldi ``segments`` (``utt recording start end``, seconds; end -1 means to the end),
+    checked as every step checks them: a span that is not one is an error naming its line."""
+    from asrtrain.data.segments import read_segments
 
-    out: dict[str, tuple[str, float, float]] = {}
-    for number, (utt, value) in enumerate(read_table(path).items(), start=1):
-        parts = value.split()
-        try:
-            reco, start, end = parts[0], float(parts[1]), float(parts[2])
-        except (IndexError, ValueError):
-            raise InputError(f"line {number}: expected 'utt recording start end', got "
-                             f"{utt} {value}", path) from None
-        out[utt] = (reco, start, end)
-    return out
+    return {utt: (s.recording, s.start, s.end) for utt, s in read_segments(path).items()}
 
 
 def run_job(ark_path: str, items: list[tuple[str, str]], cfg: FeatureConfig, scp_name: str,

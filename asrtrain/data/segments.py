@@ -51,10 +51,27 @@ def read_segments(path: str | os.PathLike[str]) -> dict[str, Segment]:
         except ValueError:
             raise InputError(f"line {number}: expected 'utt recording start end', got "
                              f"{utt} {value}", path) from None
-        if not (math.isfinite(segment.start) and math.isfinite(segment.end)):
-            raise InputError(f"line {number}: utterance {utt!r} has a non-finite time", path)
-        if segment.start < 0 or (segment.end != TO_END and segment.end <= segment.start):
-            raise InputError(f"line {number}: utterance {utt!r} spans {parts[1]}..{parts[2]} "
-                             "(expected 0 <= start < end, or end -1)", path)
+        problem = span_problem(segment)
+        if problem:
+            raise InputError(f"line {number}: utterance {utt!r} {problem}", path)
         out[utt] = segment
     return out
+
+
+def span_problem(segment: Segment) -> str | None:
+    """What is wrong with a segment's times, in words (None: 0 <= start < end, or end -1).
+    An end before the start is usually swapped columns: said as such, not as a short clip."""
+    start, end = segment.start, segment.end
+    if not (math.isfinite(start) and math.isfinite(end)):
+        return "has a non-finite time"
+    if start < 0:
+        return f"starts at {start:g} s, before the recording does"
+    if end == TO_END:
+        return None
+    if end < 0:
+        return f"ends at {end:g} s (-1 means the end of the recording; no other time is negative)"
+    if end < start:
+        return f"ends at {end:g} s, before it starts at {start:g} s (start and end swapped?)"
+    if end == start:
+        return f"is empty: it starts and ends at {start:g} s"
+    return None
