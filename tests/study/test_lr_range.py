@@ -9,6 +9,7 @@ import math
 import signal
 
 import pytest
+from plot_check import C0, C1, check_plot
 from study_helpers import tiny_cfg
 
 from asrtrain.core.errors import ConfigError, Preempted
@@ -106,7 +107,7 @@ def test_the_range_command_writes_json_report_and_plot(study_archives, tmp_path)
     assert all(r["sharpness"] and all(x["step"] % 3 == 0 for x in r["sharpness"]) for r in record["runs"])
     report = (out / "lr-range.md").read_text()
     assert "| ssgd | 0 | 0 |" in report and "clip 0: ADPSGD diverges at" in report
-    assert (out / "lr-range.png").stat().st_size > 1000
+    check_plot(out / "lr-range.png", 1760, 440, colours=(C0, C1))  # with sharpness: 16 x 4 in at 110 dpi
 
 
 def test_the_report_takes_the_largest_finite_sharpness():

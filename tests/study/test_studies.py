@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from plot_check import C0, check_plot
 from study_helpers import tiny_cfg
 
 from asrtrain.cli.main import cli
@@ -51,8 +52,9 @@ def test_batch_study_writes_records_json_report_and_plots(study_archives, tmp_pa
     assert all(r["spread"] > 0 for r in rows if r["kind"] == "epoch")
     assert not any(r["kind"] == "spread" for r in json.loads("[" + ",".join(
         (out / "runs" / "ssgd-8-x1" / "metrics.jsonl").read_text().splitlines()) + "]"))  # SSGD: one replica
-    for png in ("batch-heldout.png", "batch-largest.png", "batch-spread.png"):
-        assert (out / png).stat().st_size > 1000
+    check_plot(out / "batch-heldout.png", 1144, 440, colours=(C0,))  # 2 strategies: 10.4 x 4 in, 110 dpi
+    check_plot(out / "batch-largest.png", 1210, 440, colours=(C0,))  # 11 x 4 in
+    check_plot(out / "batch-spread.png", 880, 572, colours=(C0,))  # loss and spread: 8 x 5.2 in
     report = (out / "batch.md").read_text()
     assert "largest batch within the margin" in report and "| adpsgd | 32 |" in report and "| adpsgd | 8 |" not in report
     assert "edge of the grid" in report  # two multipliers: the baseline's best is always at an edge

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from plot_check import C0, check_plot
 
 from asrtrain.cli.main import cli
 from asrtrain.train.metrics import MetricsLog, epoch_rows, read_metrics
@@ -52,6 +53,7 @@ def test_plot_and_study_histories_read_a_torn_file(tmp_path: Path) -> None:
     assert [r["epoch"] for r in epoch_rows(exp / "metrics.jsonl")] == [1, 2]
     res = CliRunner().invoke(cli, ["plot", str(exp), "-o", str(tmp_path / "loss.png")])
     assert res.exit_code == 0, res.output
+    check_plot(tmp_path / "loss.png", 720, 504, colours=(C0,))  # the loss alone: 6 x 4.2 in at 120 dpi
 
 
 def test_non_finite_figures_come_back_as_floats(tmp_path: Path) -> None:
