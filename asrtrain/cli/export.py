@@ -20,8 +20,14 @@ from asrtrain.cli.options import POSITIVE, Finite
                    "search settings are kept [EXP/decode_dev].")
 @click.option("--lmwt", type=POSITIVE, default=None, help="LM weight, instead of the dev pick.")
 @click.option("--wip", type=Finite(), default=None, help="Word insertion penalty, instead of the dev pick.")
+@click.option("--beam", type=POSITIVE, default=None, help="Search beam [the dev decode's, else 13].")
+@click.option("--max-active", type=click.IntRange(1), default=None,
+              help="Most active states per frame [the dev decode's, else 7000].")
+@click.option("--lattice-beam", type=POSITIVE, default=None,
+              help="Lattice beam (confidences) [the dev decode's, else 8].")
 def export(exp: Path, out: Path, graph: Path | None, pick_on: Path | None, lmwt: float | None,
-           wip: float | None) -> None:
+           wip: float | None, beam: float | None, max_active: int | None,
+           lattice_beam: float | None) -> None:
     """Write OUT, a model directory that `asrtrain transcribe` and `Transcriber` load: the
     network of EXP (a training dir with final.pt, or a recipe's exp with blstm/final.pt),
     its graph, the front end (features, CMVN, i-vector extractor, fMLLR model) as the
@@ -29,5 +35,7 @@ def export(exp: Path, out: Path, graph: Path | None, pick_on: Path | None, lmwt:
     manifest with versions and sha256 checksums."""
     from asrtrain.transcribe.export import export_model
 
-    data = export_model(exp, out, graph=graph, pick_on=pick_on, lmwt=lmwt, wip=wip)
+    data = export_model(exp, out, graph=graph, pick_on=pick_on, lmwt=lmwt, wip=wip,
+                        search={"beam": beam, "max_active": max_active,
+                                "lattice_beam": lattice_beam})
     click.echo(f"{out}: {len(data['files'])} files, manifest.json with their sha256")

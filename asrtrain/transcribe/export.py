@@ -104,8 +104,10 @@ def _copy(src: Path, dest: Path) -> None:
 
 
 def export_model(exp: Path, out: Path, graph: Path | None = None, pick_on: Path | None = None,
-                 lmwt: float | None = None, wip: float | None = None) -> dict[str, Any]:
-    """Write the model directory OUT from the training run EXP; returns the manifest."""
+                 lmwt: float | None = None, wip: float | None = None,
+                 search: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write the model directory OUT from the training run EXP; returns the manifest.
+    ``search`` overrides the dev decode's search settings (``DEFAULT_SEARCH``'s keys)."""
     from asrtrain.core.atomic import atomic_path
     from asrtrain.decode.graph_dir import GraphInfo
     from asrtrain.decode.loglikes import model_tree_id
@@ -126,6 +128,11 @@ def export_model(exp: Path, out: Path, graph: Path | None = None, pick_on: Path 
     if tree is not None and tree != info.tree_id:
         raise InputError(f"the graph was built for tree {info.tree_id}, the model for {tree}", graph)
     setting = _setting(model_path, pick_on, lmwt, wip)
+    for key, value in (search or {}).items():
+        if key not in DEFAULT_SEARCH:
+            raise ConfigError(f"unknown search setting {key!r}")
+        if value is not None:
+            setattr(setting, key, type(DEFAULT_SEARCH[key])(value))
     specs, sources = [], []
     for entry in model_streams(final):
         spec, source = stream_source(entry)

@@ -118,10 +118,11 @@ def plan_inputs(inputs: list[str | os.PathLike[str]], work: Path, rate: int,
                                                     "silence)"))
             continue
         rid = recording_id(path, taken)
-        target = data / "wav" / f"{rid}.wav"
-        if audio.converted:
+        if audio.converted:  # read as written here; else the file itself (its own format)
+            target = data / "wav" / f"{rid}.wav"
             write_wav(target, audio)
         else:
+            target = data / "wav" / f"{rid}{path.suffix}"
             os.symlink(path.resolve(), target)
         wav[rid] = str(target.resolve())
         plan.durations[rid] = audio.seconds

@@ -126,9 +126,10 @@ def test_export_without_a_dev_pick_or_graph_says_what_to_give(trained_exp: Path,
     shutil.copy(trained_exp / "exp/blstm/final.pt", exp / "final.pt")
     res = _invoke("export", exp, tmp_path / "m")
     one_error(res.output, 1, res.exit_code, "give --pick-on DIR or --lmwt")
-    res = _invoke("export", exp, tmp_path / "m", "--lmwt", "9", "--wip", "0.5")
+    res = _invoke("export", exp, tmp_path / "m", "--lmwt", "9", "--wip", "0.5", "--lattice-beam", "3")
     assert res.exit_code == 0, res.output
-    settings = json.loads((tmp_path / "m/settings.json").read_text())
-    assert settings["decode"]["lmwt"] == 9.0 and settings["decode"]["wip"] == 0.5
+    settings = json.loads((tmp_path / "m/settings.json").read_text())["decode"]
+    assert (settings["lmwt"], settings["wip"], settings["lattice_beam"]) == (9.0, 0.5, 3.0)
+    assert (settings["beam"], settings["max_active"]) == (13.0, 7000)  # Kaldi's, without a dev decode
     res = _invoke("export", tmp_path, tmp_path / "m2")
     one_error(res.output, 1, res.exit_code, "no trained model here")
