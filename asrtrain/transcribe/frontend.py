@@ -9,8 +9,10 @@ treated as the training, dev and test sets were, down to the dither's seed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,23 @@ from asrtrain.transcribe.bundle import ModelBundle
 from asrtrain.transcribe.settings import StreamSpec
 
 log = logging.getLogger("asrtrain.transcribe")
+#: Loggers of the stages the front end runs: their INFO lines (work dirs, counts, progress)
+#: are about a temporary directory, not the user's files; warnings still show.
+STAGE_LOGGERS = ("asrtrain.features", "asrtrain.archive", "asrtrain.progress", "asrtrain.adapt")
+
+
+@contextlib.contextmanager
+def quiet_stages() -> Iterator[None]:
+    """The stages' INFO lines off for the duration (their levels restored after)."""
+    loggers = [logging.getLogger(name) for name in STAGE_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
 
 
 def _features(data: Path, work: Path, options: dict[str, Any], made: dict[str, Path]) -> Path:
@@ -72,13 +91,14 @@ def build_input(bundle: ModelBundle, data: Path, work: Path) -> tuple[Path, dict
     from asrtrain.data.kaldi_dir import read_table, read_utt2spk
 
     made: dict[str, Path] = {}
-    streams = [_stream(spec, bundle, data, work, made) for spec in bundle.settings.streams]
+    out = work / "input.h5"
+    with quiet_stages():
+        streams = [_stream(spec, bundle, data, work, made) for spec in bundle.settings.streams]
+        summary = write_archive(out, streams, utt2spk=read_utt2spk(data / "utt2spk"),
+                                chunk=bundle.settings.chunk, tolerance=bundle.settings.tolerance)
     skipped: dict[str, str] = {}
     for feats in made.values():
         if (feats / "skipped_utts").is_file():
             skipped.update(read_table(feats / "skipped_utts"))
-    out = work / "input.h5"
-    summary = write_archive(out, streams, utt2spk=read_utt2spk(data / "utt2spk"),
-                            chunk=bundle.settings.chunk, tolerance=bundle.settings.tolerance)
     skipped.update(summary["skipped"])
     return out, skipped
