@@ -7,13 +7,23 @@ the other tree's targets measure nothing, so the run is refused before it trains
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import write_learnable_archive
 
 from asrtrain.cli.main import cli
+
+
+def write_learnable_archive(out: Path, utts: int, seed: int) -> Path:
+    """tests/train/conftest.py's writer, loaded by path: ``import conftest`` may find another
+    directory's conftest when the whole suite runs."""
+    spec = importlib.util.spec_from_file_location("train_conftest", Path(__file__).with_name("conftest.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.write_learnable_archive(out, utts, seed=seed)
 
 
 def archive_of_tree(out: Path, tree: str | None, seed: int) -> Path:
