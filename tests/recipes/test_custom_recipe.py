@@ -125,6 +125,7 @@ def test_a_synthesized_corpus_laid_out_as_a_users_data_dirs(small_corpus: Path, 
               # a smaller network than the rule's 3x160, for a test's time; the batch is the
               # rule's (16 on six minutes: 64 steps an epoch at least)
               "--epochs", 6, "--hidden", 96, "--layers", 2, "--proj", 48)
+    print(f"\ncustom {rate}: {last_wer(out.stdout)}")  # the figure for the notes (-s)
     assert last_wer(out.stdout) < 100.0
     sizes = (recipe / "data/sizes.sh").read_text()
     assert re.search(r"^num_pdfs=\d+$", sizes, re.M)
