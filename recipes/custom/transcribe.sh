@@ -17,7 +17,7 @@ data_root=data
 nj=2
 
 . ../utils/parse_options.sh
-. ./path.sh
+. ../utils/path.sh
 
 die() { echo "$0: $*" >&2; exit 2; }
 [ -n "$data" ] && [ -n "$out" ] || die "--data and --out are required ($help_message)"
@@ -40,9 +40,12 @@ lmwt=${picked%%_*}; wip=0.0
 if [ "$picked" != "$lmwt" ]; then wip=${picked#*_}; fi
 
 work=$out/work
-for type in mfcc logmel; do
-  opts=(--type "$type" --dither "$dither" --sample-rate "$sample_rate" --nj "$nj")
-  if [ "$type" = mfcc ]; then opts+=(--num-bins "$mfcc_bins"); else opts+=(--num-bins 40 --deltas); fi
+given() { local p v; for p in "$@"; do v=${p#*:}; [ -z "${!v}" ] || printf '%s\n' "${p%%:*}" "${!v}"; done; }
+for type in mfcc logmel; do   # (an empty value in features.sh: the library's default)
+  mapfile -t opts < <(given --dither:dither --sample-rate:sample_rate)
+  opts+=(--type "$type" --nj "$nj")
+  if [ "$type" = mfcc ]; then mapfile -t -O "${#opts[@]}" opts < <(given --num-bins:mfcc_bins)
+  else opts+=(--num-bins 40 --deltas); fi
   asrtrain prepare features "$data" "$work/$type" "${opts[@]}"
 done
 stream_opts=()
@@ -58,9 +61,11 @@ fi
 if has_stream logmel; then
   stream_opts+=(--stream logmel="$work/logmel/feats.scp" --cmvn logmel="$work/logmel/cmvn.scp")
 fi
-asrtrain prepare archive "$work/archive.h5" --chunk "$chunk" "${stream_opts[@]}" --utt2spk "$data/utt2spk"
+mapfile -t chunk_opt < <(given --chunk:chunk)
+mapfile -t search_opts < <(given --beam:beam --max-active:max_active)
+asrtrain prepare archive "$work/archive.h5" "${chunk_opt[@]}" "${stream_opts[@]}" --utt2spk "$data/utt2spk"
 asrtrain decode "$model/final.pt" "$data_root/lang/graph" "$work/archive.h5" "$work/decode" \
-  --nj "$nj" --lmwt "$lmwt" --wip "$wip" --beam "$beam" --max-active "$max_active"
+  --nj "$nj" --lmwt "$lmwt" --wip "$wip" "${search_opts[@]}"
 name=$picked   # decode names outputs <lmwt> when the only penalty is 0
 if awk -v w="$wip" 'BEGIN {exit !(w == 0)}'; then name=$lmwt; fi
 cp "$work/decode/hyp/$name.txt" "$out/text"

@@ -14,8 +14,9 @@ while true; do
   case "$1" in
     --help|-h)
       printf '%s\n\nOptions (current values):\n' "${help_message:-}"
-      grep -oE '^[a-z_][a-z0-9_]*=' "$0" | tr -d '=' | sort -u | while read -r v; do
-        printf '  --%s %s\n' "${v//_/-}" "${!v-}"
+      # the variables of the recipe (and of the template, hybrid.sh: it sets HELP_FILES)
+      grep -ohE '^[a-z_][a-z0-9_]*=' "${HELP_FILES[@]:-$0}" | tr -d '=' | sort -u | while read -r v; do
+        if declare -p "$v" >/dev/null 2>&1; then printf '  --%s %s\n' "${v//_/-}" "${!v-}"; fi
       done
       exit 0 ;;
     --*=*)

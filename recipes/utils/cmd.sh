@@ -1,5 +1,6 @@
-# How a recipe runs its jobs (sourced by its cmd.sh): on this machine or through a scheduler.
-# Set cmd_backend=slurm (and slurm_opts) to send the heavy stages to SLURM.
+# cmd.sh, one for every recipe (sourced by hybrid.sh): how the heavy stages run, on this
+# machine or through a scheduler. Site settings go here, or in the environment:
+# cmd_backend=local|slurm, slurm_opts (partition, GPUs), slurm_align_opts.
 # align_cmd starts each job of prepare align (its --job-cmd): empty keeps them processes of
 # prepare align itself, on this machine; under slurm each is one srun task, on whatever node
 # SLURM gives it (slurm_align_opts: partition, memory, time), reading the features from the

@@ -1,0 +1,399 @@
+#!/usr/bin/env bash
+# The recipe template (ESPnet's egs2/TEMPLATE, icefall's prepare.sh): every stage of the hybrid
+# BLSTM-HMM system from features to a score, and every default, once. A recipe's run.sh sets
+# its own options, then sources this file last:
+#
+#   . "$(dirname "$0")/../utils/hybrid.sh"
+#
+# Stages (their numbers: $stages, one word a number, names joined by ',' share one):
+#   data      local/data.sh, sourced: the corpus into Kaldi data dirs, a dict dir, an LM text
+#   features  MFCC (alignment, adaptation) and logmel+deltas (the network) of every split;
+#             sizes left at 'auto' from the corpus (asrtrain prepare sizes -> data/sizes.sh)
+#   align     flat start mono -> tri -> LDA+MLLT -> SAT (alignments=learned)
+#   adapt     i-vectors and fMLLR, estimated on train, applied to the other splits
+#   lang      lexicon, LM, tree, HCLG; then the GMM rungs decoded (gmm_rungs)
+#   archive   HDF5 archives of the network's streams (targets where a split is aligned)
+#   train     the BLSTM, with a strategy, on nproc learners
+#   decode    the splits after train, one lattice search an utterance, the LM-weight grid
+#   score     the test split at the setting picked on dev (an oracle without dev); the last
+#             line is its WER
+# A recipe replaces a stage NAME (or adds one: swbd's graph) by defining local_NAME before
+# sourcing this file, and adjusts names after its options are read with local_setup.
+#
+# Options: an empty value leaves the option to the library's default (asrtrain's --help says
+# it: beam 13, max-active 7000, lattice beam 8, acoustic scale 0.1, dither 1, 16 kHz, ...);
+# a size at 'auto' follows the corpus (recipes/custom's way). Any NAME below is --name VALUE on
+# the command line or NAME=VALUE in a --config file. A finished step is skipped (and says so); an explicit
+# --stage N restarts from stage N; --force true redoes everything in the stage range.
+set -euo pipefail
+HELP_FILES=("$(cd "$(dirname "$0")" && pwd)/${0##*/}" "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/hybrid.sh")
+cd "$(dirname "$0")"
+
+# --- run ---
+stage=${stage-0}
+stop_stage=${stop_stage-8}
+force=${force-false}
+data=${data-data}
+exp=${exp-exp}
+seed=${seed-0}
+nj=${nj-2}                          # jobs of every stage whose own *_nj is empty
+stages=${stages-"data features align adapt lang archive train decode score"}
+splits=${splits-"train dev test"}   # dev picks the decoding setting; without it, an oracle
+dict=${dict-}                       # empty: $data/dict
+lm_text=${lm_text-}                 # empty: $data/lm_text
+# --- features ---
+feat_nj=${feat_nj-}
+sample_rate=${sample_rate-}
+dither=${dither-}
+mfcc_bins=${mfcc_bins-}
+feature_types=${feature_types-"mfcc logmel"}
+# --- alignment (alignments=exact: the corpus brings them, in $ali) ---
+alignments=${alignments-learned}
+ali_stages=${ali_stages-mono,tri,lda,sat}
+ali_splits=${ali_splits-dev}        # aligned with train (their archives get targets)
+ali_mono_gauss=${ali_mono_gauss-}
+ali_leaves=${ali_leaves-}
+ali_gauss=${ali_gauss-}
+mono_iters=${mono_iters-}
+mono_utts=${mono_utts-}
+ali_iters=${ali_iters-}
+ali_max_lost=${ali_max_lost-}
+ali_nj=${ali_nj-}
+ali_job_cmd=${ali_job_cmd-}         # starts each alignment job; empty: cmd.sh's align_cmd
+# --- i-vectors and fMLLR ---
+ubm_components=${ubm_components-}
+ivector_dim=${ivector_dim-}
+ivector_period=${ivector_period-10}
+ivector_iters=${ivector_iters-}
+fmllr_gmm_components=${fmllr_gmm_components-}
+# the network's fMLLR stream: global (prepare fmllr: a global GMM, no transcripts) or sat (the
+# aligner's SAT model; dev/test transforms from the GMM first pass where gmm_rungs has sat)
+fmllr_source=${fmllr_source-global}
+# --- lang ---
+lm_order=${lm_order-}
+num_pdfs=${num_pdfs-}
+graph_dir=${graph_dir-}             # empty: $lang/graph
+# --- GMM baselines (Kaldi's RESULTS rungs): a graph per tree, dev and test decoded with
+# lattices, SAT in two passes (fMLLR from the LDA+MLLT pass); auto: every rung of ali_stages
+gmm_rungs=${gmm_rungs-none}
+gmm_acwt=${gmm_acwt-0.0833}
+gmm_lmwt=${gmm_lmwt-6:18}
+gmm_beam=${gmm_beam-}
+# our lattice determinization slows down more with the lattice beam than Kaldi's
+# (speechocean762's monophones: 1.4 s for a 2.8 s utterance at max-active 2000 and lattice
+# beam 4, 300 s at 7000 and 8)
+gmm_max_active=${gmm_max_active-2000}
+gmm_lattice_beam=${gmm_lattice_beam-4}
+# --- archives and the network: streams (auto: the sizes rule's) of fmllr, ivector, logmel ---
+streams=${streams-fmllr,ivector,logmel}
+chunk=${chunk-}
+hidden=${hidden-}
+layers=${layers-}
+proj=${proj-}
+epochs=${epochs-}
+batch=${batch-}
+base_batch=${base_batch-}
+lr=${lr-}
+warmup_epochs=${warmup_epochs-}
+anneal=${anneal-}
+lr_schedule=${lr_schedule-}
+select=${select-}                   # final.pt: best (held-out loss), last, average:N
+dropout=${dropout-}
+spec_augment=${spec_augment-}
+strategy=${strategy-h-adpsgd}
+nproc=${nproc-4}
+group_size=${group_size-2}          # learners of a super-learner (h-adpsgd)
+topology=${topology-}
+valid_split=${valid_split-dev}      # the held-out loss (yesno: train, it has no dev)
+# --- decoding: every LM weight and insertion penalty read off the lattices (lattices=false:
+# a pass per setting), swept on dev and test, picked on dev ---
+decode_nj=${decode_nj-}
+acwt=${acwt-}
+lmwt=${lmwt-4:20}
+wip=${wip-0.0,0.5,1.0}
+lattices=${lattices-true}
+lattice_beam=${lattice_beam-}
+beam=${beam-}
+max_active=${max_active-}
+
+. ../utils/parse_options.sh
+. ../utils/path.sh
+. ../utils/cmd.sh
+. ../utils/stage.sh
+
+die() { echo "$0: $*" >&2; exit 2; }
+# opts ARRAY FLAG:NAME...: ARRAY gets FLAG value for each NAME that is set (empty: the default)
+opts() {
+  local -n _into=$1; shift; _into=(); local p v
+  for p in "$@"; do v=${p#*:}; [ -z "${!v}" ] || _into+=("${p%%:*}" "${!v}"); done
+}
+in_list() { [[ " ${*:2} " == *" $1 "* ]]; }
+has_stream() { [[ ",$streams," == *",$1,"* ]]; }
+split_dir() { local v=${1}_dir; echo "${!v:-$data/$1}"; }   # a split's Kaldi data dir
+text_of() { local v=${1}_text; echo "${!v:-$(split_dir "$1")/text}"; }   # its reference
+has_text() { [ -s "$(text_of "$1")" ]; }
+case "$lattices" in true|false) ;; *) die "--lattices must be true or false, got '$lattices'" ;; esac
+case "$fmllr_source" in global|sat) ;; *) die "--fmllr-source must be global or sat" ;; esac
+case "$alignments" in exact|learned) ;; *) die "--alignments must be exact or learned" ;; esac
+: "${feat_nj:=$nj}" "${decode_nj:=$nj}" "${ali_nj:=$nj}" "${ali_job_cmd:=$align_cmd}"
+
+# where the stages write (a recipe's local_setup may rename any of them)
+lang=$data/lang
+ali=$exp/ali
+archives=$data/archives
+fmllr_dir=$exp/fmllr
+model=$exp/blstm_$strategy
+gmm=$exp/gmm
+result_title='Test set at the dev-picked setting ($picked); the best on test is an oracle:'
+oracle_title='Test set, best setting on test (oracle) ($picked), $strategy on $nproc learners:'
+align_opts=()
+lang_opts=()
+decode_opts=()
+if ! declare -F local_setup >/dev/null || local_setup; then :; fi
+: "${dict:=$data/dict}" "${lm_text:=$data/lm_text}" "${graph_dir:=$lang/graph}"
+fmllr_classes=${fmllr_classes:-$ali/train/pdf.scp}   # the LDA's classes: the aligner's pdfs
+if [ "$gmm_rungs" = auto ]; then gmm_rungs=$ali_stages; elif [ "$gmm_rungs" = none ]; then gmm_rungs=; fi
+test_split=${splits##* }
+decode_splits=${decode_splits:-${splits#train }}
+pick_split=; if in_list dev $decode_splits; then pick_split=dev; fi
+group_opt=()   # super-learners exist only in H-ADPSGD
+if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
+lattice_opt=()
+if [ "$lattices" = true ]; then opts lattice_opt --lattice-beam:lattice_beam; lattice_opt=(--lattices "${lattice_opt[@]}"); fi
+declare -i stage_start=$SECONDS
+took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_start=$SECONDS; }
+
+size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr
+            ubm_components fmllr_gmm_components ivector_dim lm_order"
+apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, from stage features)
+  local name value
+  if [ -f "$data/sizes.sh" ]; then
+    while IFS='=' read -r name value; do
+      case "$name" in \#*|'') continue ;; esac
+      if [ "${!name-}" = auto ]; then printf -v "$name" '%s' "$value"; fi
+    done < "$data/sizes.sh"
+  fi
+}
+check_sizes() {   # before a stage that reads them (the streams: from stage adapt on)
+  local name
+  for name in $size_names ${1:+streams}; do
+    [ "${!name}" != auto ] || die "--${name//_/-} is auto and $data/sizes.sh has no value for it: run stage 1"
+  done
+  for name in ${1:+${streams//,/ }}; do
+    case "$name" in fmllr|ivector|logmel) ;; *) die "--streams: unknown stream '$name' (fmllr, ivector, logmel)" ;; esac
+  done
+}
+
+hybrid_data() {
+  . local/data.sh "$1"   # it says what it does (=== stage N: ...)
+}
+
+hybrid_features() {
+  echo "=== stage $1: features (MFCC for alignment and adaptation, logmel + deltas for the network)"
+  local split type n o=() t=() auto=false
+  opts o --dither:dither --sample-rate:sample_rate --nj:feat_nj
+  for split in $splits; do
+    for type in $feature_types; do
+      t=(--num-bins 40 --deltas); if [ "$type" = mfcc ]; then opts t --num-bins:mfcc_bins; fi
+      done_or_run "$type-$split" "$data/$type/$split" \
+        asrtrain prepare features "$(split_dir "$split")" "$data/$type/$split" --type "$type" \
+          "${t[@]}" "${o[@]}"
+    done
+  done
+  for n in $size_names streams; do if [ "${!n}" = auto ]; then auto=true; fi; done
+  if [ "$auto" = true ]; then
+    opts o --chunk:chunk
+    asrtrain prepare sizes "$data/mfcc/train" --lm-text "$lm_text" "${o[@]}" > "$data/sizes.sh.tmp"
+    mv "$data/sizes.sh.tmp" "$data/sizes.sh"
+  fi
+  mkdir -p "$exp"   # what transcribe.sh needs to treat new recordings as these were treated
+  printf '%s\n' "sample_rate=$sample_rate" "dither=$dither" "mfcc_bins=$mfcc_bins" \
+    "ivector_period=$ivector_period" "chunk=$chunk" "beam=$beam" "max_active=$max_active" \
+    > "$exp/features.sh"
+}
+
+hybrid_align() {
+  [ "$alignments" = learned ] || return 0
+  echo "=== stage $1: alignments from nothing ($ali_stages: $ali_leaves leaves, $ali_gauss Gaussians) of train and ${ali_splits:-no other split}"
+  local s o=() split_opt=()
+  for s in $ali_splits; do split_opt+=(--split "$s=$data/mfcc/$s"); done
+  opts o --mono-gauss:ali_mono_gauss --mono-iters:mono_iters --mono-utts:mono_utts \
+    --leaves:ali_leaves --gauss:ali_gauss --iters:ali_iters --max-lost:ali_max_lost --nj:ali_nj \
+    --job-cmd:ali_job_cmd
+  done_or_run align "$ali" \
+    asrtrain prepare align "$dict" "$data/mfcc/train" "$ali" "${split_opt[@]}" --stages "$ali_stages" \
+      "${o[@]}" "${align_opts[@]}"
+}
+
+hybrid_adapt() {
+  local split o=() g=()
+  if has_stream ivector; then
+    echo "=== stage $1: i-vectors ($ivector_dim), estimated on train, applied to the other splits"
+    opts o --ubm-components:ubm_components --dim:ivector_dim --iters:ivector_iters
+    done_or_run ivectors-train "$exp/ivectors/train" \
+      asrtrain prepare ivectors "$data/mfcc/train" "$exp/ivectors/train" "${o[@]}" \
+        --period "$ivector_period" --online --seed "$seed"
+    for split in ${splits#train}; do
+      done_or_run "ivectors-$split" "$exp/ivectors/$split" \
+        asrtrain prepare ivectors "$data/mfcc/$split" "$exp/ivectors/$split" \
+          --extractor "$exp/ivectors/train/extractor" --period "$ivector_period" --online
+    done
+  fi
+  if has_stream fmllr && [ "$fmllr_source" = global ]; then
+    echo "=== stage $1: fMLLR (40, LDA on the aligner's classes), estimated on train"
+    opts g --gmm-components:fmllr_gmm_components
+    done_or_run fmllr-train "$fmllr_dir/train" \
+      asrtrain prepare fmllr "$data/mfcc/train" "$fmllr_dir/train" --ali "$fmllr_classes" "${g[@]}"
+    for split in ${splits#train}; do
+      done_or_run "fmllr-$split" "$fmllr_dir/$split" \
+        asrtrain prepare fmllr "$data/mfcc/$split" "$fmllr_dir/$split" --model "$fmllr_dir/train"
+    done
+  fi
+}
+
+hybrid_lang() {
+  echo "=== stage $1: lang (lexicon, ${lm_order:+$lm_order-gram }LM, tree${num_pdfs:+ of ~$num_pdfs pdfs}, HCLG)"
+  local rung graph split o=() adapt text_opt
+  opts o --order:lm_order --num-pdfs:num_pdfs
+  done_or_run lang "$lang" \
+    asrtrain prepare lang "$dict" "$lm_text" "$ali" "$lang" "${o[@]}" "${lang_opts[@]}"
+  [ -n "$gmm_rungs" ] || return 0
+  echo "=== stage $1: GMM baselines ($gmm_rungs) on ${decode_splits}"
+  opts o --beam:gmm_beam
+  for rung in ${gmm_rungs//,/ }; do
+    [ -f "$ali/models/$rung.pt" ] || die "no $ali/models/$rung.pt: --gmm-rungs must be among --ali-stages"
+    graph=$gmm/graph_tri; if [ "$rung" = mono ]; then graph=$gmm/graph_mono; fi   # tri, lda, sat: one tree
+    done_or_run "graph-$(basename "$graph")" "$graph" \
+      asrtrain prepare gmm-graph "$lang" "$ali/models/$rung.pt" "$graph"
+    for split in $decode_splits; do
+      adapt=(); if [ "$rung" = sat ]; then adapt=(--first-pass "$gmm/decode_lda_$split"); fi
+      text_opt=(); if has_text "$split"; then text_opt=(--text "$(text_of "$split")"); fi
+      done_or_run "decode-$rung-$split" "$gmm/decode_${rung}_$split" \
+        $decode_cmd "$gmm/decode_${rung}_$split/log/run.log" \
+          asrtrain decode "$ali/models/$rung.pt" "$graph" "$data/mfcc/$split" "$gmm/decode_${rung}_$split" \
+            "${text_opt[@]}" "${adapt[@]}" --nj "$decode_nj" --lattices --acwt "$gmm_acwt" \
+            --lmwt "$gmm_lmwt" --wip "$wip" "${o[@]}" --max-active "$gmm_max_active" \
+            --lattice-beam "$gmm_lattice_beam"
+    done
+  done
+  if [ "$fmllr_source" = sat ] && has_stream fmllr; then   # the network's fMLLR stream
+    for split in $decode_splits; do
+      done_or_run "satfeats-$split" "$exp/fmllr_sat/$split" \
+        asrtrain prepare fmllr-feats "$ali/models/sat.pt" "$data/mfcc/$split" "$exp/fmllr_sat/$split" \
+          --transforms "$gmm/decode_sat_$split/trans.scp"
+    done
+  fi
+}
+
+stream_scp() {   # stream_scp NAME SPLIT: a recipe's own ${split}_${name}_scp (swbd: Kaldi's), else ours
+  local v=${2}_${1}_scp
+  if [ -n "${!v-}" ]; then echo "${!v}"; return; fi
+  case "$1" in
+    ivector) echo "$exp/ivectors/$2/ivectors.scp" ;;
+    fmllr) if [ "$fmllr_source" = global ]; then echo "$fmllr_dir/$2/feats.scp"
+           elif [ "$2" = train ] || [[ ",$gmm_rungs," != *",sat,"* ]]; then echo "$ali/fmllr/$2/feats.scp"
+           else echo "$exp/fmllr_sat/$2/feats.scp"; fi ;;
+    pdf_ali) if [ "$2" = train ] || in_list "$2" $ali_splits; then echo "$lang/pdf_ali/$2.scp"; fi ;;
+  esac
+}
+
+hybrid_archive() {
+  echo "=== stage $1: HDF5 archives ($streams)"
+  mkdir -p "$exp"; printf '%s\n' "streams=$streams" "fmllr_source=$fmllr_source" > "$exp/streams.sh"   # for transcribe.sh
+  local split s o=() targets pdfs
+  opts o --chunk:chunk
+  for split in $splits; do
+    s=()
+    if has_stream fmllr; then s+=(--stream fmllr="$(stream_scp fmllr "$split")"); fi
+    if has_stream ivector; then
+      s+=(--stream ivector="$(stream_scp ivector "$split")" --ivector-period ivector="$ivector_period")
+    fi
+    if has_stream logmel; then
+      s+=(--stream logmel="$data/logmel/$split/feats.scp" --cmvn logmel="$data/logmel/$split/cmvn.scp")
+    fi
+    targets=()   # a split never aligned (test) has recordings, not targets
+    if [ -n "$(stream_scp pdf_ali "$split")" ]; then
+      pdfs=$num_pdfs; if [ -f "$lang/num_pdfs" ]; then pdfs=$(cat "$lang/num_pdfs"); fi
+      targets=(--ali "$(stream_scp pdf_ali "$split")" --num-pdfs "$pdfs")
+    fi
+    done_or_run "archive-$split" "$archives" \
+      asrtrain prepare archive "$archives/$split.h5" "${o[@]}" "${s[@]}" \
+        --utt2spk "$data/logmel/$split/utt2spk" "${targets[@]}"
+  done
+}
+
+hybrid_train() {
+  echo "=== stage $1: train the BLSTM with $strategy on $nproc learners"
+  local o=()
+  opts o --hidden:hidden --layers:layers --proj:proj --epochs:epochs --batch:batch \
+    --base-batch:base_batch --lr:lr --warmup-epochs:warmup_epochs --anneal:anneal \
+    --lr-schedule:lr_schedule --select:select --dropout:dropout --spec-augment:spec_augment \
+    --topology:topology
+  done_or_run train "$model" \
+    $train_cmd --nproc "$nproc" "$model/log/run.log" \
+      asrtrain train "$archives/train.h5" "$model" --valid "$archives/$valid_split.h5" \
+        --seed "$seed" "${o[@]}" \
+        --strategy "$strategy" --nproc "$nproc" "${group_opt[@]}"
+}
+
+hybrid_decode() {
+  echo "=== stage $1: decode $decode_splits (LM weights $lmwt, penalties $wip)"
+  local split o=() text_opt
+  opts o --acwt:acwt --wip:wip --beam:beam --max-active:max_active
+  for split in $decode_splits; do
+    text_opt=()
+    if has_text "$split"; then text_opt=(--text "$(text_of "$split")"); fi
+    done_or_run "decode-$split" "$model/decode_$split" \
+      $decode_cmd "$model/decode_$split/log/run.log" \
+        asrtrain decode "$model/final.pt" "$graph_dir" "$archives/$split.h5" "$model/decode_$split" \
+          "${text_opt[@]}" --nj "$decode_nj" --lmwt "$lmwt" "${o[@]}" "${lattice_opt[@]}" \
+          "${decode_opts[@]}"
+  done
+}
+
+hybrid_score() {
+  echo "=== stage $1: score (the LM weight and insertion penalty picked on ${pick_split:-test, an oracle})"
+  local t=$model/decode_$test_split rung picked file utt2spk=()
+  if [ -f "$(split_dir "$test_split")/utt2spk" ]; then utt2spk=(--utt2spk "$(split_dir "$test_split")/utt2spk"); fi
+  if ! has_text "$test_split"; then   # transcribed, not scored
+    asrtrain score --sweep "$model/decode_$pick_split"
+    picked=$(awk '{print $NF}' "$model/decode_$pick_split/best_wer"); picked=${picked##*wer_}
+    echo "The test set has no text: its transcripts at the dev-picked setting ($picked) are"
+    echo "$t/hyp/$picked.txt"
+    return 0
+  fi
+  for rung in ${gmm_rungs//,/ }; do   # Kaldi's RESULTS: a line per rung, before the network's
+    asrtrain score --sweep "$gmm/decode_${rung}_$test_split" --pick-on "$gmm/decode_${rung}_$pick_split" \
+      "${utt2spk[@]}" > "$gmm/score_$rung.log" 2>&1
+    echo "$rung: $(head -1 "$gmm/decode_${rung}_$test_split/dev_picked_wer" | awk '{NF--; print}')"
+  done
+  if [ -n "$pick_split" ]; then
+    asrtrain score --sweep "$t" --pick-on "$model/decode_$pick_split" "${utt2spk[@]}"
+    file=$t/dev_picked_wer title=$result_title
+  else
+    asrtrain score --sweep "$t" "${utt2spk[@]}"
+    file=$t/best_wer title=$oracle_title
+  fi
+  picked=$(head -1 "$file" | awk '{print $NF}'); picked=${picked##*wer_}
+  echo
+  eval "echo \"$title\""
+  sed -n '2,$p' "$file"
+  cat "$t/score/$picked/summary.txt"
+  head -1 "$file" | awk '{NF--; print}'   # the last line: the test WER
+}
+
+# the stages, in order; the score stage prints no timing after its WER
+apply_sizes
+declare -i _n=0
+for _names in $stages; do
+  if want_stage $_n; then
+    for _name in ${_names//,/ }; do
+      [ "$_name" != - ] || continue
+      case "$_name" in align|lang) check_sizes ;; adapt|archive|train) check_sizes streams ;; esac
+      if declare -F "local_$_name" >/dev/null; then "local_$_name" $_n; else "hybrid_$_name" $_n; fi
+      if [ "$_name" = features ]; then apply_sizes; fi
+    done
+    [[ ",$_names," == *",score,"* ]] || took $_n
+  fi
+  _n+=1
+done
