@@ -38,7 +38,8 @@ from asrtrain.decode.grid import (
                    "(LM weight, penalty), named <lmwt>_<wip> unless 0 is the only penalty. "
                    "Kaldi's local/score.sh sweeps 0.0,0.5,1.0.")
 @click.option("--text", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Reference transcripts (Kaldi text), copied to OUT/ref.txt for scoring.")
+              help="Reference transcripts (Kaldi text), copied to OUT/ref.txt for scoring, with "
+                   "the utt2spk beside it as OUT/utt2spk (the speakers score reports on).")
 @click.option("--oracle", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Decode from pdf alignments (lang/pdf_ali/<split>.scp) instead of a model: "
                    "tests the graph. MODEL and DATA may then be '-'.")
@@ -75,7 +76,7 @@ def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, 
     graph (prepare gmm-graph).
 
     Writes OUT/hyp/<lmwt>.txt, OUT/ctm/<lmwt>.ctm (<lmwt>_<wip> with several --wip),
-    OUT/log/ and, with --text, OUT/ref.txt; then `asrtrain score --sweep OUT` gives the WER
+    OUT/log/ and, with --text, OUT/ref.txt (and OUT/utt2spk); then `asrtrain score --sweep OUT` gives the WER
     per setting. With --lattices also OUT/lat/lat.<job>.gz.
     """
     from asrtrain.core.errors import ConfigError, InputError

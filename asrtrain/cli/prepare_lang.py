@@ -55,7 +55,9 @@ def lang(ctx: click.Context, dict_dir: Path, lm_text: Path, ali_dir: Path, out: 
 
     DICT_DIR is a Kaldi dict dir (lexicon.txt, silence/nonsilence phones), LM_TEXT one
     sentence per line ('-' with --arpa), ALI_DIR the corpus dir (phones.txt,
-    {train,dev,test}/ali.scp, and state.scp where the aligner wrote HMM states).
+    {train,dev,test}/ali.scp with phone.ctm, each phone's start, or state.scp where the
+    aligner wrote HMM states: without either, two equal phones in a row cannot be told apart
+    and the command refuses).
     Writes phones.txt, words.txt, L.fst, L_disambig.fst, lm.arpa (the first-pass LM:
     interpolated modified Kneser-Ney from LM_TEXT or the --arpa file, entropy-pruned with
     --prune-*), G.fst, lm_full/ (the full LM for rescoring), lm_report.json, tree,

@@ -62,7 +62,9 @@ from asrtrain.cli.options import config_option, resolved_params
 @click.option("--bootstrap", type=int, default=1000, show_default=True,
               help="Bootstrap resamplings for the 95% confidence interval (0: none).")
 @click.option("--bootstrap-unit", type=click.Choice(["utterance", "speaker"]),
-              default="utterance", show_default=True)
+              default="utterance", show_default=True,
+              help="Resample utterances, or speakers with their utterances (the speakers of "
+                   "utt2spk; refused where there is none and the ids name one per utterance).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.pass_context
 def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | None,
