@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 
-from asrtrain.cli.options import POSITIVE, Finite
+from asrtrain.cli.options import POSITIVE, Finite, config_option
 
 
 @click.command()
+@config_option
 @click.argument("exp", type=click.Path(exists=True, path_type=Path))
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--graph", type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -27,12 +28,13 @@ from asrtrain.cli.options import POSITIVE, Finite
               help="Lattice beam (confidences) [the dev decode's, else 8].")
 def export(exp: Path, out: Path, graph: Path | None, pick_on: Path | None, lmwt: float | None,
            wip: float | None, beam: float | None, max_active: int | None,
-           lattice_beam: float | None) -> None:
+           lattice_beam: float | None, config: str | None) -> None:
     """Write OUT, a model directory that `asrtrain transcribe` and `Transcriber` load: the
     network of EXP (a training dir with final.pt, or a recipe's exp with blstm/final.pt),
     its graph, the front end (features, CMVN, i-vector extractor, fMLLR model) as the
     training run made it, the LM weight and insertion penalty picked on dev, and a
-    manifest with versions and sha256 checksums."""
+    manifest with versions and sha256 checksums (its record of the run: OUT is written
+    whole or not at all, so no log is kept inside it)."""
     from asrtrain.transcribe.export import export_model
 
     data = export_model(exp, out, graph=graph, pick_on=pick_on, lmwt=lmwt, wip=wip,

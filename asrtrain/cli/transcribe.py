@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 
-from asrtrain.cli.options import POSITIVE
+from asrtrain.cli.options import POSITIVE, config_option, resolved_params
 
 
 @click.command()
+@config_option
 @click.argument("model", type=click.Path(path_type=Path))
 @click.argument("audio", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
@@ -27,50 +28,56 @@ from asrtrain.cli.options import POSITIVE
 @click.option("--device", default=None, help="torch device of the network [cuda when there is one].")
 @click.option("--threads", type=click.IntRange(1), default=1, show_default=True,
               help="CPU threads of the network.")
-def transcribe(model: Path, audio: tuple[Path, ...], out: Path | None, fmt: str,
-               utt2spk: Path | None, channel: int, max_seconds: float | None, device: str | None,
-               threads: int) -> None:
+@click.pass_context
+def transcribe(ctx: click.Context, model: Path, audio: tuple[Path, ...], out: Path | None,
+               fmt: str, utt2spk: Path | None, channel: int, max_seconds: float | None,
+               device: str | None, threads: int, config: str | None) -> None:
     """Transcribe AUDIO (files sox or libsndfile reads, at any rate; list files .txt/.lst with
     a path a line; or one Kaldi data dir) with MODEL (from asrtrain export).
 
     Inputs that cannot be transcribed get one line each on standard error and the others
     go on; the exit status is 1 only when no input could be transcribed.
     """
+    import contextlib
+
     import torch
 
     from asrtrain.core.errors import InputError
     from asrtrain.core.progress import Progress
+    from asrtrain.core.runlog import command_run
     from asrtrain.transcribe.output import FILE_NAMES, render
     from asrtrain.transcribe.segment import MAX_SECONDS
     from asrtrain.transcribe.transcriber import Transcriber
 
     torch.set_num_threads(threads)
     speakers = _read_utt2spk(utt2spk) if utt2spk else None
-    engine = Transcriber(model, device=device)
-    with Progress("transcribe", unit=" utts") as bar:
-        def advance(done: int, total: int) -> None:
-            if bar.total != total:
-                bar.set_total(total)
-            bar.advance(1)
-        report = engine.run(list(audio), utt2spk=speakers, channel=channel - 1,
-                            max_seconds=max_seconds or MAX_SECONDS, progress=advance)
-    for failure in report.failures:
-        click.echo(f"Warning: {failure.reason}", err=True)
-    if not report.transcripts:
-        raise InputError(f"nothing transcribed: {len(report.failures)} input(s) failed")
-    text = render(report.transcripts, fmt)
-    if out is None:
-        click.echo(text, nl=False)
-    else:
-        from asrtrain.core.atomic import write_text
+    logged = command_run("transcribe", out, resolved_params(ctx)) if out else contextlib.nullcontext()
+    with logged:
+        engine = Transcriber(model, device=device)
+        with Progress("transcribe", unit=" utts") as bar:
+            def advance(done: int, total: int) -> None:
+                if bar.total != total:
+                    bar.set_total(total)
+                bar.advance(1)
+            report = engine.run(list(audio), utt2spk=speakers, channel=channel - 1,
+                                max_seconds=max_seconds or MAX_SECONDS, progress=advance)
+        for failure in report.failures:
+            click.echo(f"Warning: {failure.reason}", err=True)
+        if not report.transcripts:
+            raise InputError(f"nothing transcribed: {len(report.failures)} input(s) failed")
+        text = render(report.transcripts, fmt)
+        if out is None:
+            click.echo(text, nl=False)
+        else:
+            from asrtrain.core.atomic import write_text
 
-        write_text(out / FILE_NAMES[fmt], text)
-    total = len(report.transcripts) + len(report.failures)
-    click.echo(f"transcribed {len(report.transcripts)} of {total} inputs"
-               f"{f' ({len(report.failures)} failed)' if report.failures else ''}: "
-               f"{report.audio_seconds:.1f} s of audio in {report.wall_seconds:.1f} s, real-time "
-               f"factor {report.rtf or 0:.3f} (network on {report.device})"
-               + (f"; {out / FILE_NAMES[fmt]}" if out else ""), err=True)
+            write_text(out / FILE_NAMES[fmt], text)
+        total = len(report.transcripts) + len(report.failures)
+        click.echo(f"transcribed {len(report.transcripts)} of {total} inputs"
+                   f"{f' ({len(report.failures)} failed)' if report.failures else ''}: "
+                   f"{report.audio_seconds:.1f} s of audio in {report.wall_seconds:.1f} s, real-time "
+                   f"factor {report.rtf or 0:.3f} (network on {report.device})"
+                   + (f"; {out / FILE_NAMES[fmt]}" if out else ""), err=True)
 
 
 def _read_utt2spk(path: Path) -> dict[str, str]:
