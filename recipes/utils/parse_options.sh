@@ -18,6 +18,9 @@ while true; do
       grep -ohE '^[a-z_][a-z0-9_]*=' "${HELP_FILES[@]:-$0}" | tr -d '=' | sort -u | while read -r v; do
         if declare -p "$v" >/dev/null 2>&1; then printf '  --%s %s\n' "${v//_/-}" "${!v-}"; fi
       done
+      if [ -n "${HELP_FILES:-}" ]; then
+        printf '\nAn empty value leaves the option to asrtrain'"'"'s default (asrtrain COMMAND --help).\n'
+      fi
       exit 0 ;;
     --*=*)
       opt=${1%%=*}; val=${1#*=}; set -- "$opt" "$val" "${@:2}"; continue ;;
