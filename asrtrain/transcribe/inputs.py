@@ -18,7 +18,7 @@ from pathlib import Path
 
 from asrtrain.core.errors import AsrtrainError, InputError
 from asrtrain.transcribe.audio import DEFAULT_CHANNEL, Audio, load, write_wav
-from asrtrain.transcribe.segment import MAX_SECONDS, cut, frame_levels, has_speech
+from asrtrain.transcribe.segment import FRAME, MAX_SECONDS, cut, frame_levels, has_speech
 
 log = logging.getLogger("asrtrain.transcribe")
 
@@ -112,6 +112,10 @@ def plan_inputs(inputs: list[str | os.PathLike[str]], work: Path, rate: int,
             plan.failures.append(Failure(str(path), str(exc)))
             continue
         _note_conversion(path, audio, plan, said)
+        if audio.seconds < FRAME:
+            plan.failures.append(Failure(str(path), f"{path}: too short ({audio.seconds * 1000:.0f} "
+                                                    f"ms: one {FRAME * 1000:.0f} ms frame at least)"))
+            continue
         levels = frame_levels(audio.samples, rate)
         if not has_speech(levels):
             plan.failures.append(Failure(str(path), f"{path}: no speech ({audio.seconds:.2f} s of "

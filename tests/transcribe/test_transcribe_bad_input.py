@@ -28,8 +28,11 @@ def _bad_files(tmp_path: Path) -> dict[str, Path]:
     garbage.write_bytes(b"this is not audio\n" * 20)
     silence = tmp_path / "silence.wav"
     soundfile.write(str(silence), np.zeros(8000, dtype=np.int16), 16000, "PCM_16")
+    short = tmp_path / "short.wav"  # 10 ms of loud noise: not one frame
+    soundfile.write(str(short), (np.random.default_rng(0).normal(size=160) * 3000).astype(np.int16),
+                    16000, "PCM_16")
     return {"missing": tmp_path / "missing.flac", "empty": empty, "garbage": garbage,
-            "silence": silence}
+            "silence": silence, "short": short}
 
 
 def test_bad_files_get_a_line_each_and_the_good_one_is_transcribed(exported: Path, tiny_corpus: Path,
@@ -39,19 +42,19 @@ def test_bad_files_get_a_line_each_and_the_good_one_is_transcribed(exported: Pat
     res = _invoke("transcribe", exported, good, *bad.values())
     assert res.exit_code == 0, res.output
     warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("Warning:")]
-    assert len(warnings) == 4, res.stderr
+    assert len(warnings) == 5, res.stderr
     expected = {"missing": "no such file", "empty": "empty file", "garbage": "cannot read audio",
-                "silence": "no speech (0.50 s of silence)"}
+                "silence": "no speech (0.50 s of silence)", "short": "too short (10 ms"}
     for (name, path), line in zip(bad.items(), warnings, strict=True):
         assert str(path) in line and expected[name] in line, line
     assert "Traceback" not in res.output
     assert res.stdout.startswith(good.stem + " ") and len(res.stdout.splitlines()) == 1
-    assert "transcribed 1 of 5 inputs (4 failed)" in res.stderr
+    assert "transcribed 1 of 6 inputs (5 failed)" in res.stderr
 
 
 def test_nothing_transcribable_is_one_error_and_exit_1(exported: Path, tmp_path: Path, one_error):
     res = _invoke("transcribe", exported, *_bad_files(tmp_path).values())
-    one_error(res.output, 1, res.exit_code, "nothing transcribed: 4 input(s) failed")
+    one_error(res.output, 1, res.exit_code, "nothing transcribed: 5 input(s) failed")
     assert res.stdout == ""
 
 
