@@ -149,7 +149,7 @@ oracle_title='Test set, best setting on test (oracle) ($picked), $strategy on $n
 align_opts=()
 lang_opts=()
 decode_opts=()
-if ! declare -F local_setup >/dev/null || local_setup; then :; fi
+if declare -F local_setup >/dev/null; then local_setup; fi
 : "${dict:=$data/dict}" "${lm_text:=$data/lm_text}" "${graph_dir:=$lang/graph}"
 fmllr_classes=${fmllr_classes:-$ali/train/pdf.scp}   # the LDA's classes: the aligner's pdfs
 if [ "$gmm_rungs" = auto ]; then gmm_rungs=$ali_stages; elif [ "$gmm_rungs" = none ]; then gmm_rungs=; fi
