@@ -39,7 +39,8 @@ def wer(ref: list[str], hyp: list[str]) -> dict[str, float]:
     import kaldialign
 
     errs = kaldialign.edit_distance(ref, hyp)
-    return {"errors": int(errs["total"]), "words": len(ref),
+    return {"errors": int(errs["total"]), "words": len(ref), "ins": int(errs["ins"]),
+            "del": int(errs["del"]), "sub": int(errs["sub"]),
             "wer": 100.0 * errs["total"] / max(len(ref), 1)}
 
 
@@ -63,8 +64,10 @@ def noise_floor(audio: list[np.ndarray]) -> float:
 
 
 def long_recording(data: Path, minutes: float, pause: tuple[float, float], seed: int,
-                   rate: int, out: Path) -> tuple[Path, list[str], float]:
-    """The joined recording, the order of its utterances, its duration in seconds."""
+                   rate: int, out: Path, edges: bool = True) -> tuple[Path, list[str], float]:
+    """The joined recording, the order of its utterances, its duration in seconds. Pauses
+    are the next utterance's own leading silence tiled (``edges``), or white noise at the
+    corpus' noise floor."""
     import soundfile
 
     from asrtrain.data.audio import read_audio
@@ -78,13 +81,19 @@ def long_recording(data: Path, minutes: float, pause: tuple[float, float], seed:
     parts, order, total = [], [], 0.0
     while total < minutes * 60:
         for u in utts:
-            gap = rng.normal(scale=floor, size=int(rng.uniform(*pause) * rate))
+            n = int(rng.uniform(*pause) * rate)
+            if edges:  # the room of the next utterance: its leading 150 ms (the corpus pads
+                head = audio[u][:int(0.15 * rate)]  # 0.2-0.5 s of silence) tiled to the pause
+                gap = np.resize(head, n)
+            else:
+                gap = rng.normal(scale=floor, size=n)
             parts += [gap, audio[u]]
             order.append(u)
             total += (gap.size + audio[u].size) / rate
             if total >= minutes * 60:
                 break
-    parts.append(rng.normal(scale=floor, size=int(pause[1] * rate)))
+    parts.append(np.resize(parts[-1][-int(0.15 * rate):], int(pause[1] * rate)) if edges
+                 else rng.normal(scale=floor, size=int(pause[1] * rate)))
     x = np.clip(np.round(np.concatenate(parts)), -32768, 32767).astype(np.int16)
     path = out / "long.wav"
     soundfile.write(str(path), x, rate, "PCM_16")
@@ -118,8 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("data", type=Path, help="a Kaldi data dir with text (the test set)")
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--pause", default="0.5:1.5", help="pause lengths LO:HI seconds")
+    ap.add_argument("--pause-fill", choices=["edges", "noise"], default="edges",
+                    help="pauses made of each utterance's own leading silence, or of white noise "
+                         "at the corpus' noise floor")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--speaker-per", choices=["file", "segment"], default="file",
+                    help="adapt the long recording to the whole file or to each segment")
     ap.add_argument("--max-seconds", type=float, default=None, help="cut above this [20]")
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench_transcribe"))
     args = ap.parse_args(argv)
@@ -136,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     refs = read_text(args.data / "text")
     lo, hi = (float(x) for x in args.pause.split(":"))
     path, order, seconds = long_recording(args.data, args.minutes, (lo, hi), args.seed,
-                                          engine.settings.sample_rate, args.out)
+                                          engine.settings.sample_rate, args.out,
+                                          edges=args.pause_fill == "edges")
     t0, c0 = time.perf_counter(), time.process_time()
-    long_report = engine.run([path], max_seconds=args.max_seconds or MAX_SECONDS)
+    long_report = engine.run([path], max_seconds=args.max_seconds or MAX_SECONDS,
+                             segment_speakers=args.speaker_per == "segment")
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rss_long = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     (long_t,) = long_report.transcripts
@@ -149,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     joined_ref = [w for u in order for w in refs[u]]
     figures = {
         "model": str(args.model), "data": str(args.data), "threads": args.threads,
+        "pause_fill": args.pause_fill, "speaker_per": args.speaker_per,
         "per_utterance": {"utterances": len(hyps), **wer([w for u in sorted(refs) for w in refs[u]],
                                                          [w for u in sorted(refs) for w in hyps.get(u, [])]),
                           "wall_seconds": utt_wall, "rtf": utt_wall / utt_report.audio_seconds},

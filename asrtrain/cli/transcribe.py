@@ -21,6 +21,10 @@ from asrtrain.cli.options import POSITIVE, config_option, resolved_params
 @click.option("--utt2spk", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Lines 'FILE SPEAKER' (path, file name or stem): files of one speaker share "
                    "CMVN and adaptation [each file its own speaker].")
+@click.option("--speaker-per", type=click.Choice(["file", "segment"]), default="file",
+              show_default=True,
+              help="Without --utt2spk: adapt (CMVN, i-vectors, fMLLR) to each file, or to each "
+                   "cut segment (a recording of several voices).")
 @click.option("--channel", type=click.IntRange(1), default=1, show_default=True,
               help="The channel of multi-channel recordings to transcribe.")
 @click.option("--max-seconds", type=POSITIVE, default=None,
@@ -30,7 +34,8 @@ from asrtrain.cli.options import POSITIVE, config_option, resolved_params
               help="CPU threads of the network.")
 @click.pass_context
 def transcribe(ctx: click.Context, model: Path, audio: tuple[Path, ...], out: Path | None,
-               fmt: str, utt2spk: Path | None, channel: int, max_seconds: float | None,
+               fmt: str, utt2spk: Path | None, speaker_per: str, channel: int,
+               max_seconds: float | None,
                device: str | None, threads: int, config: str | None) -> None:
     """Transcribe AUDIO (files sox or libsndfile reads, at any rate; list files .txt/.lst with
     a path a line; or one Kaldi data dir) with MODEL (from asrtrain export).
@@ -60,7 +65,8 @@ def transcribe(ctx: click.Context, model: Path, audio: tuple[Path, ...], out: Pa
                     bar.set_total(total)
                 bar.advance(1)
             report = engine.run(list(audio), utt2spk=speakers, channel=channel - 1,
-                                max_seconds=max_seconds or MAX_SECONDS, progress=advance)
+                                max_seconds=max_seconds or MAX_SECONDS, progress=advance,
+                                segment_speakers=speaker_per == "segment")
         for failure in report.failures:
             click.echo(f"Warning: {failure.reason}", err=True)
         if not report.transcripts:

@@ -89,8 +89,10 @@ def recording_id(path: Path, taken: set[str]) -> str:
 
 def plan_inputs(inputs: list[str | os.PathLike[str]], work: Path, rate: int,
                 utt2spk: dict[str, str] | None = None, channel: int = DEFAULT_CHANNEL,
-                max_seconds: float = MAX_SECONDS) -> Plan:
-    """The work data dir ``work/data`` for ``inputs``; failures recorded, not raised."""
+                max_seconds: float = MAX_SECONDS, segment_speakers: bool = False) -> Plan:
+    """The work data dir ``work/data`` for ``inputs``; failures recorded, not raised.
+    ``segment_speakers``: each cut segment is its own speaker (CMVN, i-vectors and fMLLR per
+    segment: recordings of several voices), else each file is (or ``utt2spk``'s speaker)."""
     from asrtrain.data.kaldi_dir import spk2utt_from_utt2spk, write_table
 
     data = work / "data"
@@ -136,7 +138,7 @@ def plan_inputs(inputs: list[str | os.PathLike[str]], work: Path, rate: int,
         for seg in pieces:
             utt = rid if len(pieces) == 1 else f"{rid}-{int(seg.start * 100):07d}-{int(seg.end * 100):07d}"
             segments[utt] = f"{rid} {seg.start:.2f} {seg.end:.2f}" if len(pieces) > 1 else f"{rid} 0 -1"
-            speakers[utt] = speaker
+            speakers[utt] = utt if segment_speakers else speaker
             plan.pieces[utt] = Piece(str(path), rid, seg.start if len(pieces) > 1 else 0.0)
     if speakers:
         write_table(data / "wav.scp", wav)

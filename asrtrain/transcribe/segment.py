@@ -1,9 +1,9 @@
 """Cutting long recordings at silences, by frame energy.
 
 A recording up to ``max_seconds`` long is decoded whole (as one utterance of a data dir
-would be). A longer one is cut in the middle of silences of at least ``min_silence``
-seconds, the pieces joined again greedily while they stay under ``max_seconds``, so a
-segment holds whole sentences where the speaker paused between them. Silence is a frame
+would be). A longer one is cut in the middle of its longest pause (silence of at least
+``min_silence`` seconds), and each piece again until all are under ``max_seconds``: the
+long pauses between sentences go first, so a segment holds whole sentences. Silence is a frame
 whose energy is below a threshold set between the recording's own floor and its loud
 frames (a quiet room and a noisy one both work). A recording whose loudest frame is
 below ``NO_SPEECH_DB`` has no speech at all and is not decoded.
@@ -19,6 +19,8 @@ import numpy as np
 MAX_SECONDS = 20.0
 #: The shortest pause a cut may be made in (seconds).
 MIN_SILENCE = 0.3
+#: The shortest piece a cut may leave (seconds).
+MIN_PIECE = 1.0
 #: Frame energy (dB over one int16 step, RMS) below which a recording has no speech:
 #: 30 dB is -60 dBFS, under any microphone's noise.
 NO_SPEECH_DB = 30.0
@@ -65,26 +67,27 @@ def silences(levels: np.ndarray, min_frames: int) -> list[tuple[int, int]]:
 
 def cut(samples: np.ndarray, rate: int, max_seconds: float = MAX_SECONDS,
         min_silence: float = MIN_SILENCE) -> list[Segment]:
-    """The segments of a recording: itself when short, else pieces cut at pauses."""
+    """The segments of a recording: itself when short, else split at its longest pause,
+    again and again, until every piece is at most ``max_seconds`` (a piece without a pause
+    is cut hard at the limit)."""
     total = samples.shape[0] / rate
     if total <= max_seconds:
         return [Segment(0.0, total)]
     levels = frame_levels(samples, rate)
     runs = silences(levels, int(round(min_silence / SHIFT)))
-    cuts = [(a + b) // 2 * SHIFT for a, b in runs if a > 0 and b < levels.size]
-    out: list[Segment] = []
-    start, last = 0.0, None
-    for c in cuts + [total]:
-        if c - start > max_seconds:
-            end = last if last is not None else start + max_seconds  # no pause: a hard cut
-            out.append(Segment(start, end))
-            start, last = end, None
-            while c - start > max_seconds:
-                out.append(Segment(start, start + max_seconds))
-                start += max_seconds
-        last = c
-    out.append(Segment(start, total))
-    return [s for s in out if _speech_in(levels, s)]
+    pauses = [((a + b) // 2 * SHIFT, b - a) for a, b in runs if a > 0 and b < levels.size]
+    pieces = _split(Segment(0.0, total), pauses, max_seconds)
+    return [s for s in pieces if _speech_in(levels, s)]
+
+
+def _split(seg: Segment, pauses: list[tuple[float, int]], max_seconds: float) -> list[Segment]:
+    """``seg`` split at its longest inner pause (leaving a second each side), recursively."""
+    if seg.end - seg.start <= max_seconds:
+        return [seg]
+    inner = [(n, t) for t, n in pauses if seg.start + MIN_PIECE <= t <= seg.end - MIN_PIECE]
+    at = max(inner)[1] if inner else seg.start + max_seconds
+    return (_split(Segment(seg.start, at), pauses, max_seconds)
+            + _split(Segment(at, seg.end), pauses, max_seconds))
 
 
 def _speech_in(levels: np.ndarray, seg: Segment) -> bool:

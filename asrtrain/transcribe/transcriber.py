@@ -59,14 +59,15 @@ class Transcriber:
 
     def run(self, inputs: list[str | os.PathLike[str]], utt2spk: dict[str, str] | None = None,
             channel: int = DEFAULT_CHANNEL, max_seconds: float = MAX_SECONDS,
-            progress: Any = None, work_dir: str | os.PathLike[str] | None = None) -> Report:
+            progress: Any = None, work_dir: str | os.PathLike[str] | None = None,
+            segment_speakers: bool = False) -> Report:
         """Transcribe audio files, list files or one Kaldi data dir; inputs that fail are
         reported with their reason and the rest go on. ``progress(done, total)`` is called
         as utterances are done."""
         t0, c0 = time.perf_counter(), time.process_time()
         with tempfile.TemporaryDirectory(dir=work_dir, prefix="asrtrain-transcribe-") as tmp:
             plan = plan_inputs(inputs, Path(tmp), self.settings.sample_rate, utt2spk, channel,
-                               max_seconds)
+                               max_seconds, segment_speakers)
             for note in plan.notes:
                 log.warning("%s", note)
             transcripts, frames = self._decode_plan(plan, Path(tmp), progress)

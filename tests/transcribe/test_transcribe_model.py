@@ -113,6 +113,10 @@ def test_a_long_recording_is_cut_at_its_pauses(exported: Path, tiny_corpus: Path
     assert record["segments"] >= len(flacs)
     for w in record["words"]:  # every word inside one utterance's stretch, not in a pause
         assert any(a - 0.3 <= w["start"] and w["end"] <= b + 0.3 for a, b in bounds), w
+    out = run("transcribe", exported, long, "--format", "json", "--max-seconds", "4",
+              "--speaker-per", "segment")
+    (per_segment,) = json.loads(out[out.index("["):out.rindex("]") + 1])
+    assert per_segment["segments"] == record["segments"] and per_segment["words"]
 
 
 def test_files_share_a_speaker_with_utt2spk(exported: Path, tiny_corpus: Path, tmp_path: Path):
