@@ -20,9 +20,12 @@ from asrtrain.transcribe.bundle import ModelBundle
 from asrtrain.transcribe.settings import StreamSpec
 
 log = logging.getLogger("asrtrain.transcribe")
-#: Loggers of the stages the front end runs: their INFO lines (work dirs, counts, progress)
-#: are about a temporary directory, not the user's files; warnings still show.
-STAGE_LOGGERS = ("asrtrain.features", "asrtrain.archive", "asrtrain.progress", "asrtrain.adapt")
+#: Loggers of the stages the front end runs, and the level they are held at: their INFO
+#: lines (work dirs, counts, progress) are about a temporary directory, not the user's files;
+#: fMLLR's per-speaker notes ("a diagonal transform instead of a full one") would be one line
+#: per segment with --speaker-per segment. Warnings about the user's files still show.
+STAGE_LOGGERS = {"asrtrain.features": logging.WARNING, "asrtrain.archive": logging.WARNING,
+                 "asrtrain.progress": logging.WARNING, "asrtrain.adapt": logging.ERROR}
 
 
 @contextlib.contextmanager
@@ -30,8 +33,8 @@ def quiet_stages() -> Iterator[None]:
     """The stages' INFO lines off for the duration (their levels restored after)."""
     loggers = [logging.getLogger(name) for name in STAGE_LOGGERS]
     levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.WARNING)
+    for lg, level in zip(loggers, STAGE_LOGGERS.values(), strict=True):
+        lg.setLevel(level)
     try:
         yield
     finally:
