@@ -123,7 +123,7 @@ def test_a_synthesized_corpus_laid_out_as_a_users_data_dirs(small_corpus: Path, 
               "--strategy", "single", "--nproc", 1, "--ali-stages", "mono,tri",
               "--ali-iters", 5, "--mono-iters", 10, "--ali-max-lost", 0.5,
               # a smaller network than the rule's 3x160, for a test's time; the batch is the
-              # rule's (16 on six minutes: 64 steps an epoch at least)
+              # rule's (16 on six minutes, its floor)
               "--epochs", 6, "--hidden", 96, "--layers", 2, "--proj", 48)
     print(f"\ncustom {rate}: {last_wer(out.stdout)}")  # the figure for the notes (-s)
     assert last_wer(out.stdout) < 100.0
