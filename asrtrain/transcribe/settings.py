@@ -12,11 +12,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from asrtrain.core.errors import InputError
+from asrtrain.decode.grid import (
+    DEFAULT_ACWT,
+    DEFAULT_BEAM,
+    DEFAULT_LATTICE_BEAM,
+    DEFAULT_MAX_ACTIVE,
+)
 
 #: The kinds of stream an exported model can make again from audio.
 STREAM_KINDS = ("features", "ivector", "fmllr")
 #: Kaldi's decode.sh search settings, used when the dev decode recorded none.
-DEFAULT_SEARCH = {"acwt": 0.1, "beam": 13.0, "max_active": 7000, "lattice_beam": 8.0}
+DEFAULT_SEARCH = {"acwt": DEFAULT_ACWT, "beam": DEFAULT_BEAM, "max_active": DEFAULT_MAX_ACTIVE,
+                  "lattice_beam": DEFAULT_LATTICE_BEAM}
 
 
 @dataclass
