@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from asrtrain.align.feats import Utterances
 from asrtrain.align.parallel import split_speakers
@@ -16,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ladder_runs import assert_same, run  # noqa: E402
 
 
+@pytest.mark.slow  # 14 s; make test keeps the same equality through a job command
 def test_jobs_give_what_one_process_gives(one_process: Path, tiny_corpus: Path,
                                           tiny_mfcc: Path, tmp_path: Path) -> None:
     two = run(tiny_corpus, tiny_mfcc, tmp_path / "nj2", 2)

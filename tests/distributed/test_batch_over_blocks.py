@@ -39,7 +39,8 @@ def _steps_by_rank(logs: Path) -> dict[str, list[int]]:
     return out
 
 
-@pytest.mark.parametrize(("strategy", "batch"), [("ssgd", 8), ("ssgd", 16), ("ssgd", 24), ("adpsgd", 24)])
+@pytest.mark.parametrize(("strategy", "batch"), [("ssgd", 8), pytest.param("ssgd", 16, marks=pytest.mark.slow),
+                                                   pytest.param("ssgd", 24, marks=pytest.mark.slow), ("adpsgd", 24)])
 def test_each_step_holds_the_learners_share(archives: tuple[Path, Path], tmp_path: Path, strategy: str,
                                              batch: int) -> None:
     train, logs = archives[0], tmp_path / "logs"

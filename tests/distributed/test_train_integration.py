@@ -23,6 +23,7 @@ def _train(train: Path, valid: Path, exp: Path, *args: str) -> list[dict]:
 EPOCH_LINE = re.compile(r"INFO .*epoch (\d): train loss \d+\.\d+ acc [\d.]+% \| held-out loss")
 
 
+@pytest.mark.slow  # 11 s; test_h_adpsgd_trains_through_the_cli keeps --nproc in make test
 def test_nproc_training_shows_progress_and_logs_every_rank(archives, tmp_path):
     """Rank 0's epoch lines on stderr and in the run log; each rank's own log; no rank-1 chatter."""
     train, valid = archives

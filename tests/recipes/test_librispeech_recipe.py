@@ -69,6 +69,7 @@ def transcripts(librispeech: Path, part: str) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow  # 22 s; the end-to-end librispeech test covers stage 0 too
 @needs_fixture
 def test_stage0_lhotse_manifests_kaldi_dirs_dict_and_lm_text(tmp_path: Path, corpus: tuple[Path, Path]) -> None:
     from asrtrain.data.kaldi_dir import validate_data_dir

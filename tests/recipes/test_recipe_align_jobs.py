@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_custom_recipe import copy_recipe, needs_yesno, yesno_dirs
 
 SRUN = """#!/usr/bin/env bash
@@ -43,6 +44,7 @@ def _align_only(recipe: Path, data: Path, env: dict[str, str]) -> None:
          "--ali-iters", "3")
 
 
+@pytest.mark.slow  # 14 s; make test keeps the job-command backend (test_align_parallel)
 @needs_yesno
 def test_slurm_backend_starts_the_alignment_jobs_with_srun(tmp_path: Path) -> None:
     recipe = copy_recipe(tmp_path)

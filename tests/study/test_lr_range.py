@@ -90,6 +90,7 @@ def test_a_difference_counts_only_beyond_the_seeds_spread():
     assert "[1.6, none on the ladder]" in lines[1] and "not distinguishable" in lines[1]
 
 
+@pytest.mark.slow  # 13 s: a study command, not the product
 def test_the_range_command_writes_json_report_and_plot(study_archives, tmp_path):
     from click.testing import CliRunner
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from asrtrain.distributed.logs import rank_log_path
@@ -25,6 +26,7 @@ from asrtrain.train.plateau import Plateau
 DECISION = re.compile(r"epoch (\d): held-out loss (\S+) \(best \S+\): (\w+), rate for epoch \d: (\S+)")
 
 
+@pytest.mark.slow  # 9 s; the plateau rule itself is tested in test_plateau.py
 def test_two_learners_decide_the_same_rate(learnable_archives: tuple[Path, Path], tmp_path: Path) -> None:
     train_h5, valid_h5 = learnable_archives
     exp = tmp_path / "exp"
