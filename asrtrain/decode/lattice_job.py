@@ -21,6 +21,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from asrtrain.decode.job import (
+    DecodeConfig,
+    JobStats,
+    job_dir,
+    job_log,
+    open_inputs,
+    score_utterance,
+)
 from asrtrain.decode.lattice import WordLattice
 
 log = logging.getLogger("asrtrain.decode")
@@ -31,14 +39,14 @@ def lattice_archive(out: Path, job: int) -> Path:
     return Path(out) / "lat" / f"lat.{job}.gz"
 
 
-def run_lattice_job(job: int, utts: list[str], cfg: Any, progress: Any = None) -> Any:
-    """Score and search ``utts`` (``cfg``: ``decoder.DecodeConfig``); write the lattices."""
+def run_lattice_job(job: int, utts: list[str], cfg: DecodeConfig,
+                    progress: Any = None) -> JobStats:
+    """Score and search ``utts``; write the lattices."""
     from asrtrain.core.atomic import write_text
-    from asrtrain.decode.decoder import JobStats, _job_log, job_dir, open_inputs
     from asrtrain.decode.latgen import LatticeDecoder, SearchOptions
     from asrtrain.decode.lattice_io import write_archive
 
-    handler = _job_log(cfg.out, job)
+    handler = job_log(cfg.out, job)
     try:
         _graph, tmap, scorer = open_inputs(cfg)
         opts = SearchOptions(beam=cfg.beam, max_active=cfg.max_active,
@@ -61,10 +69,9 @@ def run_lattice_job(job: int, utts: list[str], cfg: Any, progress: Any = None) -
         handler.close()
 
 
-def _lattices(utts: list[str], cfg: Any, scorer: Any, decoder: Any, columns: Any, stats: Any,
-              progress: Any) -> Iterator[tuple[str, WordLattice]]:
+def _lattices(utts: list[str], cfg: DecodeConfig, scorer: Any, decoder: Any, columns: Any,
+              stats: JobStats, progress: Any) -> Iterator[tuple[str, WordLattice]]:
     """Each utterance's lattice, in order, with the job's figures counted as they come."""
-    from asrtrain.decode.decoder import score_utterance
     from asrtrain.decode.latgen import SearchFailed
 
     for utt in utts:
@@ -113,7 +120,7 @@ def read_lattices(out: Path, nj: int) -> Iterator[tuple[str, WordLattice]]:
         yield from read_archive(lattice_archive(out, job))
 
 
-def sweep(cfg: Any, graph: Any, tmap: Any, nj: int) -> dict[str, Any]:
+def sweep(cfg: DecodeConfig, graph: Any, tmap: Any, nj: int) -> dict[str, Any]:
     """Hyps and CTMs of every grid setting from the lattices; the sweep's figures."""
     from asrtrain.decode.lattice_sweep import write_sweep
 
