@@ -16,8 +16,7 @@ import click
 
 from asrtrain.cli.options import default_of, resolved_params
 from asrtrain.model.config import ModelConfig
-from asrtrain.train.config import TrainConfig
-from asrtrain.train.schedule import WARMUP_GRANULARITIES
+from asrtrain.train.config import WARMUP_GRANULARITIES, TrainConfig
 
 _ARCHIVE = click.Path(exists=True, dir_okay=False, path_type=Path)
 _OUT = click.Path(file_okay=False, path_type=Path)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,11 @@ def storage_chunks_for(chunk: int, dim: int) -> int:
     per = chunk * dim * 2
     n = max(1, STORAGE_BYTES // per)
     return 1 << (n.bit_length() - 1)
+
+
+def checksum(block: np.ndarray) -> int:
+    """Adler-32 of an array's bytes (fast: the reader checks every storage chunk it reads)."""
+    return zlib.adler32(np.ascontiguousarray(block).data) & 0xFFFFFFFF
 
 
 class Archive:
@@ -248,8 +254,6 @@ class Archive:
         sums = self._checksums()
         if sums is None:
             return
-        from asrtrain.data.archive_writer import checksum
-
         size = self.storage_chunks
         for unit in range(start // size, (stop - 1) // size + 1):
             if unit in self._verified:

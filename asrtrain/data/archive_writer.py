@@ -15,7 +15,6 @@ import contextlib
 import errno
 import json
 import os
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,7 @@ import numpy as np
 
 from asrtrain.core.errors import InputError
 from asrtrain.core.textio import read_text
-from asrtrain.data.archive import FORMAT, FORMAT_VERSION, PAD_TARGET, storage_chunks_for
-
-
-def checksum(block: np.ndarray) -> int:
-    """Adler-32 of an array's bytes (fast: the reader checks every storage chunk it reads)."""
-    return zlib.adler32(np.ascontiguousarray(block).data) & 0xFFFFFFFF
+from asrtrain.data.archive import FORMAT, FORMAT_VERSION, PAD_TARGET, checksum, storage_chunks_for
 
 
 @contextlib.contextmanager

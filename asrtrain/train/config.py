@@ -26,10 +26,10 @@ from asrtrain.core.errors import ConfigError
 from asrtrain.data.streams import parse_streams
 from asrtrain.model.config import ModelConfig
 from asrtrain.train.augment import SpecAugment, parse_spec_augment
-from asrtrain.train.schedule import WARMUP_GRANULARITIES
 from asrtrain.train.select import Selection, parse_selection
 
 PRECISIONS = ("auto", "fp32", "bf16")
+WARMUP_GRANULARITIES = ("epoch", "step")
 LR_SCHEDULES = ("paper", "plateau")
 
 

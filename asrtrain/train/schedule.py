@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from asrtrain.core.errors import ConfigError
+from asrtrain.train.config import WARMUP_GRANULARITIES
 
 if TYPE_CHECKING:
     from asrtrain.train.config import TrainConfig
-
-WARMUP_GRANULARITIES = ("epoch", "step")
 
 
 @dataclass(frozen=True)
