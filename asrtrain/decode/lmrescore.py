@@ -121,7 +121,6 @@ def run_rescore(cfg: RescoreConfig) -> dict[str, Any]:
     from asrtrain.decode.lattice_io import read_archive
     from asrtrain.decode.lattice_job import lattice_archive
     from asrtrain.decode.lattice_sweep import write_sweep
-    from asrtrain.decode.reference import copy_reference
 
     archives = lattice_archives(cfg.latdir)
     graph = GraphInfo.load(cfg.graph)
@@ -157,14 +156,15 @@ def run_rescore(cfg: RescoreConfig) -> dict[str, Any]:
     if stats.dropped_arcs or stats.dropped_finals:
         log.warning("%d lattice arcs and %d final states had no probability under the new LM "
                     "and were dropped", stats.dropped_arcs, stats.dropped_finals)
-    _reference(cfg, graph, figures, copy_reference, rescored)
+    _reference(cfg, graph, figures, rescored)
     write_text(cfg.out / "rescore_stats.json", json.dumps(figures, indent=2) + "\n")
     return figures
 
 
-def _reference(cfg: RescoreConfig, graph: Any, figures: dict[str, Any], copy_reference: Any,
-               rescored: set[str]) -> None:
+def _reference(cfg: RescoreConfig, graph: Any, figures: dict[str, Any], rescored: set[str]) -> None:
     """``--text`` copied (OOVs counted) as ``decode`` does, else LATDIR's ``ref.txt``."""
+    from asrtrain.decode.reference import copy_reference
+
     if cfg.text is not None:
         figures["ref_oov_tokens"] = copy_reference(cfg.text, cfg.out / "ref.txt", graph.words,
                                                   rescored)
