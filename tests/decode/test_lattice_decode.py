@@ -18,7 +18,10 @@ def _config(lang, corpus, out, **kw) -> DecodeConfig:
 
 
 def test_lattices_give_the_one_best_hyps_of_every_setting(mini_lang_dec, mini_corpus_dec,
-                                                          tmp_path):
+                                                          tmp_path, monkeypatch):
+    from asrtrain.decode import decoder
+
+    monkeypatch.setattr(decoder, "SPAWN_MIN_FRAMES", 0)  # two spawned lattice jobs
     one = _config(mini_lang_dec, mini_corpus_dec, tmp_path / "one", nj=1)
     decode(one)
     lat = _config(mini_lang_dec, mini_corpus_dec, tmp_path / "lat", nj=2, lattices=True)

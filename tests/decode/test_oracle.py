@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 
 import numpy as np
@@ -71,13 +72,21 @@ def test_outputs_and_logs(oracle_dev):
     assert figures["ref_oov_tokens"] == 0
 
 
-def test_parallel_jobs_give_the_same_hyps(mini_corpus_dec, mini_lang_dec, oracle_dev, tmp_path):
+@pytest.mark.parametrize("spawned", [True, False])
+def test_parallel_jobs_give_the_same_hyps(mini_corpus_dec, mini_lang_dec, oracle_dev, tmp_path,
+                                          monkeypatch, caplog, spawned):
+    """Jobs in processes of their own, or (jobs too small to be worth one) in this process."""
+    from asrtrain.decode import decoder
+
     out, _ = oracle_dev
+    monkeypatch.setattr(decoder, "SPAWN_MIN_FRAMES", 0 if spawned else 10**9)
     cfg = DecodeConfig(graph=mini_lang_dec / "graph", out=tmp_path / "nj2",
                        oracle=mini_lang_dec / "pdf_ali" / "dev.scp", nj=2, lmwts=[12.0])
-    decode(cfg)
+    with caplog.at_level(logging.INFO, logger="asrtrain"):
+        decode(cfg)
     assert (tmp_path / "nj2" / "hyp" / "12.txt").read_text() == (out / "hyp" / "12.txt").read_text()
-    assert (tmp_path / "nj2" / "log" / "decode.1.log").exists()
+    assert (tmp_path / "nj2" / "log" / "decode.1.log").read_text().count("job 1: ") == 1
+    assert ("run in this process" in caplog.text) != spawned
 
 
 def test_reference_words_missing_from_lexicon_are_counted(mini_corpus_dec, mini_lang_dec, tmp_path,

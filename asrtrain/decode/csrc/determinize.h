@@ -151,8 +151,11 @@ class Determinizer {
   }
 
   // Every raw state reachable from the subset's elements by word-epsilon arcs, each with
-  // its best (weight, string); kept: states with word arcs or final.
-  void closure(int32_t o, std::vector<Elem>* out) {
+  // its best (weight, string); kept: states with word arcs or final. A state whose best path
+  // through it costs more than `cutoff` is not entered (Kaldi's pruned determinization does
+  // the same): no path within the beam passes it, and without this a closure spans every
+  // frame to the utterance's end, each element dragging a string as long (quadratic in T).
+  void closure(int32_t o, double cutoff, std::vector<Elem>* out) {
     const RawLattice& r = *raw_;
     out->clear();
     std::priority_queue<int32_t, std::vector<int32_t>, std::greater<int32_t>> heap;
@@ -171,8 +174,9 @@ class Determinizer {
       for (int64_t i = r.first[s]; i < r.first[s + 1]; ++i) {
         if (r.ol[i] != 0) continue;
         double g = e.g + r.g[i], a = e.a + r.a[i];
-        int32_t str = r.il[i] != 0 ? strings_.append(e.str, r.il[i]) : e.str;
         int32_t d = r.dst[i];
+        if (fwd_[o] + g + a + beta_[d] > cutoff) continue;
+        int32_t str = r.il[i] != 0 ? strings_.append(e.str, r.il[i]) : e.str;
         if (pos_[d] < 0) {
           pos_[d] = static_cast<int32_t>(out->size());
           out->push_back(Elem{d, str, g, a});
@@ -259,7 +263,7 @@ class Determinizer {
       done_[o] = 1;
       if (static_cast<int64_t>(fwd_.size()) > max_states) return false;
       double F = fwd_[o];
-      closure(o, &clos);
+      closure(o, cutoff, &clos);
       final_weight(o, clos, F, cutoff);
       trans.clear();
       for (size_t i = 0; i < clos.size(); ++i)
@@ -273,10 +277,13 @@ class Determinizer {
         for (; e < trans.size() && trans[e].first == word; ++e) {
           const Elem& x = clos[trans[e].second.first];
           int64_t j = trans[e].second.second;
+          double g = x.g + raw_->g[j], a = x.a + raw_->a[j];
+          if (F + g + a + beta_[raw_->dst[j]] > cutoff) continue;  // as in closure
           int32_t str = raw_->il[j] != 0 ? strings_.append(x.str, raw_->il[j]) : x.str;
-          sub.push_back(Elem{raw_->dst[j], str, x.g + raw_->g[j], x.a + raw_->a[j]});
+          sub.push_back(Elem{raw_->dst[j], str, g, a});
         }
         b = e;
+        if (sub.empty()) continue;
         double g, a;
         int32_t prefix;
         normalize(&sub, &g, &a, &prefix);
