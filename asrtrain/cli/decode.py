@@ -70,8 +70,8 @@ def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, 
            oracle: Path | None, tid2pdf: Path | None, lattices: bool, lattice_beam: float,
            first_pass: Path | None, first_pass_lmwt: float | None, transforms: Path | None,
            config: str | None) -> None:
-    """Decode DATA (an archive .h5) with MODEL (final.pt) on GRAPH (lang/graph, or a Kaldi
-    graph dir with --tid2pdf); or, for the GMM baselines, DATA a features dir (the MFCC of
+    """Decode DATA (an archive .h5 or shard manifest .json) with MODEL (final.pt) on GRAPH
+    (lang/graph, or a Kaldi graph dir with --tid2pdf); or, for the GMM baselines, DATA a features dir (the MFCC of
     prepare features) with MODEL an aligner rung (prepare align's models/<stage>.pt) on its
     graph (prepare gmm-graph).
 

@@ -13,7 +13,8 @@ import click
 @click.option("--skipped", "show_skipped", type=click.IntRange(0), default=10, show_default=True,
               help="How many skipped utterances to list.")
 def info(archive: Path, show_skipped: int) -> None:
-    """Describe the HDF5 archive ARCHIVE: sizes, stream layout, targets, skipped utterances."""
+    """Describe the archive ARCHIVE (.h5, or a shard manifest .json): sizes, stream layout, targets,
+    skipped utterances."""
     from rich.console import Console
 
     from asrtrain.data.archive import Archive
@@ -43,7 +44,9 @@ def describe(arc: Any, show_skipped: int = 10) -> list[Any]:
          f"{arc.num_pdfs:,} pdfs, {int(np.count_nonzero(arc.priors)):,} seen"),
         ("skipped", f"{len(arc.skipped):,} utterances"),
         ("storage", f"{arc.storage_chunks} chunks per HDF5 chunk, "
-                    f"{arc.path.stat().st_size / 2**20:,.1f} MiB"),
+                    f"{arc.nbytes / 2**20:,.1f} MiB"
+                    + (f", shard {head['shard']} of {head['shards']}" if head.get("shard")
+                       else f" in {head['shards']} shards" if head.get("shards") else "")),
         ("written", f"{fp.get('written', '?')} by asrtrain "
                     f"{(fp.get('packages') or {}).get('asrtrain', '?')} ({fp.get('git_commit')})"),
     ]

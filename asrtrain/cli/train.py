@@ -199,7 +199,7 @@ def train(ctx: click.Context, archive: Path, exp: Path, model_config: Path | Non
           strategy: str, group_size: int | None, topology: str, nproc: int, gossip_seed: int,
           gossip_transport: str, backend: str, timeout_s: float, global_average: bool, elastic: bool,
           min_learners: int | None, dry_run: bool, config: str | None, **options: Any) -> None:
-    """Train the BLSTM acoustic model on ARCHIVE into the experiment directory EXP.
+    """Train the BLSTM acoustic model on ARCHIVE (.h5, or a shard manifest .json) into EXP.
 
     EXP gets config.yaml, log/, metrics.jsonl, checkpoints/epoch-N/, final.pt and
     selection.json. The learning rate starts at --lr, rises linearly over

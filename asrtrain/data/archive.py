@@ -64,8 +64,17 @@ class Archive:
     """Read-only view of an archive; the HDF5 file opens on first use, once per process.
 
     Safe to create before ``fork``: a child process that touches it opens its own
-    handle (HDF5 handles must not cross a fork).
+    handle (HDF5 handles must not cross a fork). ``Archive(manifest.json)`` is a
+    :class:`~asrtrain.data.shards.ShardedArchive`: every reader takes either.
     """
+
+    def __new__(cls, path: str | os.PathLike[str] | None = None) -> Archive:
+        if cls is Archive and path is not None:
+            from asrtrain.data import shards
+
+            if shards.is_manifest(path):
+                return super().__new__(shards.ShardedArchive)
+        return super().__new__(cls)
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -122,6 +131,11 @@ class Archive:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["path"])  # type: ignore[misc]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes on disk."""
+        return self.path.stat().st_size
 
     # -- header ----------------------------------------------------------------------------
     def _cached(self, key: str, make: Any) -> Any:

@@ -174,12 +174,17 @@ def check_targets(utt: str, targets: np.ndarray, num_pdfs: int, where: Any) -> n
 def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str | None = None,
                   num_pdfs: int | None = None, utt2spk: dict[str, str] | None = None,
                   chunk: int = 21, tolerance: int = 2, storage_chunks: int | None = None,
-                  options: dict[str, Any] | None = None) -> dict[str, Any]:
+                  options: dict[str, Any] | None = None, part: tuple[int, int] | None = None
+                  ) -> dict[str, Any]:
     """Fuse ``streams`` (:class:`asrtrain.data.fuse.Stream`) into the archive ``out``.
 
     Utterances missing in a stream, without an alignment, without CMVN stats, or
     whose lengths disagree beyond ``tolerance`` are skipped, logged, and listed in
     ``/skipped``. The file appears under its name only when complete.
+
+    ``part=(k, n)``: write only the k-th (0-based) of n contiguous runs of the sorted
+    utterances (a shard, :mod:`asrtrain.data.shard_writer`); the shards, one after
+    the other, hold what the whole archive would, in its order. A shard may be empty.
     """
     import logging
 
@@ -202,8 +207,8 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
         raise ConfigError(f"streams need distinct names, got {names}")
     if any(s.cmvn is not None for s in streams) and utt2spk is None:
         raise ConfigError("--cmvn needs --utt2spk (CMVN stats are per speaker)")
-    utts = sorted(set().union(*(s.keys() for s in streams)), key=lambda u: u.encode())  # LC_ALL=C
-    common = next((u for u in utts if all(u in s for s in streams)), None)
+    everything = sorted(set().union(*(s.keys() for s in streams)), key=lambda u: u.encode())  # LC_ALL=C
+    common = next((u for u in everything if all(u in s for s in streams)), None)
     if common is None:
         raise InputError("no utterance is in every stream (" + ", ".join(
             f"{s.name}: {s.scp}" for s in streams) + ")")
@@ -218,6 +223,8 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
 
         ali = open_scp(ali_scp, "alignment scp", max_cache_fd=16)
     storage = storage_chunks or storage_chunks_for(chunk, dim)
+    first, stop = (0, len(everything)) if part is None else split_range(len(everything), *part)
+    utts = everything[first:stop]
     moments = _Moments(dim)
     priors = np.zeros(num_pdfs or 0, dtype=np.float64)
     index: dict[str, list[Any]] = {"utt_ids": [], "first_chunk": [], "num_chunks": [],
@@ -258,15 +265,16 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
                 writer.add(fx, fy, real)
         writer.flush()
         writer.write_checksums()
-        skipped.update(_aligned_without_features(ali, set(utts), log))
-        if not index["utt_ids"]:
+        if part is None or part[0] == part[1] - 1:  # listed once, last: where the whole archive lists them
+            skipped.update(_aligned_without_features(ali, set(everything), log))
+        if not index["utt_ids"] and part is None:
             reasons: dict[str, int] = {}
             for reason in skipped.values():
                 reasons[reason] = reasons.get(reason, 0) + 1
-            first = next(iter(skipped), "")
+            example = next(iter(skipped), "")
             raise InputError("no utterance could be used: " + ", ".join(
                 f"{n} {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
-                + f" (e.g. {first!r}); do the features and alignments describe the same utterances?")
+                + f" (e.g. {example!r}); do the features and alignments describe the same utterances?")
         mean, var = moments.result()
         _write_tables(h5, index, skipped, priors if ali is not None else None, mean, var)
         attrs = {"format": FORMAT, "format_version": FORMAT_VERSION, "chunk": chunk,
@@ -276,6 +284,10 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
                  "length_tolerance": tolerance, "layout": json.dumps(layout),
                  "options": json.dumps(options or {}, default=str),
                  "fingerprint": json.dumps(fingerprint({"layout": layout}), default=str)}
+        if part is not None:
+            attrs.update(shard=part[0] + 1, shards=part[1], split=json.dumps(
+                {"utterances": len(everything), "first": first, "stop": stop,
+                 "digest": _digest(everything)}))
         tree_id = _tree_id_beside(ali_scp)
         if tree_id:
             attrs["tree_id"] = tree_id
@@ -286,6 +298,20 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
     log.info("archive %s: %d utterances, %d frames, %d chunks of %d, dim %d; %d skipped", out,
              summary["utterances"], summary["frames"], writer.written, chunk, dim, len(skipped))
     return summary
+
+
+def split_range(total: int, k: int, n: int) -> tuple[int, int]:
+    """Items ``[start, stop)`` of part ``k`` (0-based) of ``n`` near-equal contiguous parts."""
+    if not 0 <= k < n:
+        raise ValueError(f"part {k} outside [0, {n})")
+    return k * total // n, (k + 1) * total // n
+
+
+def _digest(utts: list[str]) -> str:
+    """What shards of one split share: a hash of every utterance id, in order."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(utts).encode()).hexdigest()[:16]
 
 
 def _tree_id_beside(ali: str | None) -> str | None:
