@@ -5,14 +5,17 @@ Makes the paper's three streams (FMLLR 40, online i-vectors 100 every 10 frames,
 log-mel+Δ+ΔΔ 120) as Kaldi arks of random numbers, times ``write_archive`` on
 them, then times reading the archive back: raw block reads, the loader in the
 calling thread (prefetch 0), and the loader with its prefetch thread. The
-target is 1M frames/s for the loader from one reader thread.
+target is 1M frames/s for the loader from one reader thread. The same data is
+also written as ``--shards`` shards and a manifest, and the loader timed on both,
+epoch by epoch in turn (so both see the same load): frames/s of each and the ratio.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_loader.py --frames 300000
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_loader.py --frames 300000 --shards 8
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -57,6 +60,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--block-chunks", type=int, default=1024)
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--shards", type=int, default=8, help="shards of the sharded copy (0: none)")
     parser.add_argument("--dir", type=Path, default=None, help="work dir (default: a temp dir)")
     args = parser.parse_args()
 
@@ -101,23 +105,41 @@ def main() -> None:
         raw_s = time.perf_counter() - t0
         print(f"raw block reads ({args.block_chunks} chunks, {size_mb:.0f} MiB file): "
               f"{rate(frames, raw_s)}")
-        results = {}
+        paths = {"one file": path}
+        if args.shards:
+            from asrtrain.data.shard_writer import write_sharded
+
+            t0 = time.perf_counter()
+            write_sharded(root / "train.json", streams, str(root / "ali.scp"), 1000, shards=args.shards)
+            print(f"sharded writer ({args.shards} shards, {os.cpu_count()} cores):{'':<9}"
+                  f"{rate(frames, time.perf_counter() - t0)}")
+            for shard in root.glob("train.*.h5"):
+                shard.read_bytes()
+            paths[f"{args.shards} shards"] = root / "train.json"
+        results: dict[tuple[str, int], float] = {}
         for prefetch in (0, 4):
-            loader = ChunkLoader(path, batch_size=args.batch_size, block_chunks=args.block_chunks,
-                                 seed=0, prefetch=prefetch)
-            best = float("inf")
-            for epoch in range(args.epochs):
-                t0, served = time.perf_counter(), 0
-                for _x, y in loader.epoch(epoch):
-                    served += real_frames(y)
-                best = min(best, time.perf_counter() - t0)
-                assert served == frames, (served, frames)
-            results[prefetch] = frames / best
+            loaders = {name: ChunkLoader(p, batch_size=args.batch_size, block_chunks=args.block_chunks,
+                                         seed=0, prefetch=prefetch) for name, p in paths.items()}
+            times: dict[str, list[float]] = {name: [] for name in loaders}
+            for epoch in range(args.epochs):  # in turn, first one then the other, so both see the same load
+                for name, loader in sorted(loaders.items(), reverse=epoch % 2 == 1):
+                    t0, served = time.perf_counter(), 0
+                    for _x, y in loader.epoch(epoch):
+                        served += real_frames(y)
+                    times[name].append(time.perf_counter() - t0)
+                    assert served == frames, (served, frames)
             label = "loader, calling thread (prefetch 0)" if prefetch == 0 else \
                 f"loader, prefetch thread ({prefetch})"
-            print(f"{label + ':':<48}{rate(frames, best)}")
-        print(f"loader / target ({TARGET:,} frames/s): {results[0] / TARGET:.2f}x in one thread, "
-              f"{results[4] / TARGET:.2f}x with prefetch")
+            for name, seconds in times.items():
+                results[name, prefetch] = frames / min(seconds)
+                print(f"{label + ', ' + name + ':':<48}{rate(frames, min(seconds))}; first epoch "
+                      f"(checksums checked) {frames / seconds[0]:,.0f}")
+            if args.shards:
+                sharded = f"{args.shards} shards"
+                print(f"{'':<4}{sharded} / one file: {results[sharded, prefetch] / results['one file', prefetch]:.3f} "
+                      f"(first epoch {times['one file'][0] / times[sharded][0]:.3f})")
+        print(f"loader / target ({TARGET:,} frames/s): {results['one file', 0] / TARGET:.2f}x in one thread, "
+              f"{results['one file', 4] / TARGET:.2f}x with prefetch")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,9 @@ from asrtrain.core.errors import InputError
 
 log = logging.getLogger("asrtrain.archive")
 
+#: Some chunks' features (float16 [n, chunk, D]) and targets (int32 [n, chunk], None without).
+Chunks = tuple[np.ndarray, np.ndarray | None]
+
 FORMAT = "asrtrain-archive"
 FORMAT_VERSION = 2  # 2: /checksums
 #: Padding value of /targets (the loader maps it to the loss's ignore index).
@@ -239,23 +242,24 @@ class Archive:
         return self._cached("position", lambda: {u: (f, n, t) for u, f, n, t in self.utterances})
 
     # -- data ------------------------------------------------------------------------------
-    def read_chunks(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """Chunks ``[start, stop)``: float16 [n, chunk, D] and int32 [n, chunk] (or None), checked."""
+    def read_chunks(self, start: int, stop: int, out: Chunks | None = None) -> Chunks:
+        """Chunks ``[start, stop)``: float16 [n, chunk, D] and int32 [n, chunk] (or None), checked.
+
+        ``out``: arrays of that shape to read into (a sharded archive gathers a block in place)."""
         if not 0 <= start <= stop <= self.num_chunks:
             raise IndexError(f"chunks [{start}, {stop}) outside [0, {self.num_chunks})")
-        feats, targets = self._read(start, stop)
+        feats, targets = self._read(start, stop, out)
         if stop > start:
             self._verify(start, stop, feats, targets)
         return feats, targets
 
-    def _read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
-        feats = np.empty((stop - start, self.chunk, self.feat_dim), dtype=np.float16)
+    def _read(self, start: int, stop: int, out: Chunks | None = None) -> Chunks:
+        feats, targets = out if out is not None else (
+            np.empty((stop - start, self.chunk, self.feat_dim), dtype=np.float16),
+            np.empty((stop - start, self.chunk), dtype=np.int32) if self.has_targets else None)
         if stop > start:
             self._dataset("feats").read_direct(feats, np.s_[start:stop], np.s_[:])
-        targets = None
-        if self.has_targets:
-            targets = np.empty((stop - start, self.chunk), dtype=np.int32)
-            if stop > start:
+            if targets is not None:
                 self._dataset("targets").read_direct(targets, np.s_[start:stop], np.s_[:])
         return feats, targets
 

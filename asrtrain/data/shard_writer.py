@@ -34,8 +34,9 @@ log = logging.getLogger("asrtrain.archive")
 
 
 def default_jobs(shards: int) -> int:
-    """Local processes when ``--nj`` is not given: a shard each, up to the cores."""
-    return max(1, min(shards, os.cpu_count() or 1))
+    """Local processes when ``--nj`` is not given: a shard each, up to the cores this process may use."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(shards, cores))
 
 
 def write_sharded(manifest: str | os.PathLike[str], streams: list[Any], ali_scp: str | None = None,

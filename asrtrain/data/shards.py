@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from asrtrain.core.errors import InputError
-from asrtrain.data.archive import Archive
+from asrtrain.data.archive import Archive, Chunks
 
 MANIFEST_FORMAT = "asrtrain-archive-shards"
 MANIFEST_VERSION = 1
@@ -221,24 +221,25 @@ class ShardedArchive(Archive):
         return head
 
     # -- data ------------------------------------------------------------------------------
-    def read_chunks(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """Chunks ``[start, stop)`` (global numbers), from the shards that hold them, each checked."""
+    def read_chunks(self, start: int, stop: int, out: Chunks | None = None) -> Chunks:
+        """Chunks ``[start, stop)`` (global numbers), read in place from the shards that hold them,
+        each checked."""
         if not 0 <= start <= stop <= self.num_chunks:
             raise IndexError(f"chunks [{start}, {stop}) outside [0, {self.num_chunks})")
         shards, offsets = self.shards, self._offsets
-        k = bisect.bisect_right(offsets, start) - 1
-        parts = []
-        while True:
-            k = min(k, len(shards) - 1)
-            a, b = offsets[k], offsets[k + 1]
-            parts.append(shards[k].read_chunks(max(start, a) - a, min(stop, b) - a))
-            if stop <= b or k == len(shards) - 1:
-                break
+        k = min(bisect.bisect_right(offsets, start) - 1, len(shards) - 1)
+        if stop <= offsets[k + 1]:  # within one shard (nearly every block)
+            return shards[k].read_chunks(start - offsets[k], stop - offsets[k], out)
+        feats, targets = out if out is not None else (
+            np.empty((stop - start, self.chunk, self.feat_dim), dtype=np.float16),
+            np.empty((stop - start, self.chunk), dtype=np.int32) if self.has_targets else None)
+        while k < len(shards) and offsets[k] < stop:
+            a, b = max(start, offsets[k]), min(stop, offsets[k + 1])
+            if b > a:
+                part = slice(a - start, b - start)
+                shards[k].read_chunks(a - offsets[k], b - offsets[k],
+                                      (feats[part], None if targets is None else targets[part]))
             k += 1
-        if len(parts) == 1:
-            return parts[0]
-        feats = np.concatenate([f for f, _ in parts])
-        targets = None if parts[0][1] is None else np.concatenate([t for _, t in parts if t is not None])
         return feats, targets
 
     def __repr__(self) -> str:
