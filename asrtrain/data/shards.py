@@ -51,18 +51,21 @@ def shard_path(manifest: str | os.PathLike[str], k: int) -> Path:
 
 
 def shard_digest(shard: Archive) -> str:
-    """Adler-32 of the shard's storage-chunk checksums and chunk count: changes with any data."""
+    """Adler-32 of the shard's storage-chunk checksums and its index's sizes: changes with any data
+    or any utterance's place (a few KiB a shard to read, where the data is many GB)."""
     sums = shard._checksums() or {}
     value = zlib.adler32(str(shard.num_chunks).encode())
-    for name in sorted(sums):
-        value = zlib.adler32(np.ascontiguousarray(sums[name]).data, value)
+    arrays = [sums[name] for name in sorted(sums)]
+    arrays += [shard.h5["index"][name][...] for name in ("first_chunk", "num_chunks", "num_frames")]
+    for array in arrays:
+        value = zlib.adler32(np.ascontiguousarray(array).data, value)
     return f"{value & 0xFFFFFFFF:08x}"
 
 
 def shard_record(shard: Archive) -> dict[str, Any]:
     """What the manifest says of a shard, and what opening it checks."""
     return {"file": shard.path.name, "bytes": shard.path.stat().st_size, "chunks": shard.num_chunks,
-            "frames": shard.num_frames, "utterances": len(shard.utterances),
+            "frames": shard.num_frames, "utterances": int(shard.h5.attrs["num_utterances"]),
             "written": shard.identity["written"], "checksum": shard_digest(shard)}
 
 
