@@ -26,13 +26,16 @@ import torch
 
 from asrtrain.align.aligner import equal_alignment
 from asrtrain.align.am import AcousticModel
+from asrtrain.align.corpus import Beams, Failures
 from asrtrain.align.feats import FrontEnd, Utterances
+
+# decode's first pass reads fmllr_stats here (the name stays where it was)
+from asrtrain.align.front_stats import fmllr_stats as fmllr_stats
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs, context_pdfs
-from asrtrain.align.train import Beams, Corpus, Failures, StageSpec, train_stage
+from asrtrain.align.train import StageSpec, train_stage
 from asrtrain.lang.hmm import FrameAlignment
 
 if TYPE_CHECKING:
-    from asrtrain.adapt.lda import LdaStats
     from asrtrain.align.parallel import Jobs
 
 log = logging.getLogger("asrtrain.align")
@@ -192,16 +195,6 @@ def train_lda(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
     return Rung("lda", front, prev.pdfs, model, prev.trans)
 
 
-def lda_stats(utts: Utterances, alignments: dict, num_pdfs: int, context: int) -> LdaStats:
-    """LDA's statistics of one job: MFCC spliced ±``context``, classes the aligned pdfs."""
-    from asrtrain.adapt.lda import LdaStats, splice
-
-    stats = LdaStats.empty(num_pdfs, utts.dim * (2 * context + 1))
-    for utt, ali in alignments.items():
-        stats.add(splice(torch.from_numpy(utts.feats[utt]), context), torch.from_numpy(ali.pdf))
-    return stats
-
-
 def _single_gaussians(num_pdfs: int, jobs: Jobs) -> AcousticModel:
     """One Gaussian per pdf from the frames the current alignments give it."""
     mean, var = jobs.global_stats()
@@ -209,35 +202,6 @@ def _single_gaussians(num_pdfs: int, jobs: Jobs) -> AcousticModel:
     stats, _, _ = jobs.accumulate(model)
     model.update(stats, VAR_FLOOR_RATIO * var, min_occ=1.0)
     return model
-
-
-def mllt_stats(model: AcousticModel, corpus: Corpus) -> tuple[torch.Tensor, float]:
-    """MLLT's statistics over one job's aligned frames (the jobs' are summed): G_i from
-    the frames' deviations from their Gaussians' means weighted by the inverse variances
-    of dimension i, and β, the frames."""
-    from asrtrain.align.am import by_pdf
-
-    d = model.dim
-    g = torch.zeros(d, d, d, dtype=torch.float64)
-    beta = 0.0
-    if not corpus.alignments:
-        return g, beta
-    x_all = torch.from_numpy(np.concatenate([corpus.feats[u] for u in corpus.alignments]))
-    p_all = torch.from_numpy(np.concatenate([a.pdf for a in corpus.alignments.values()]))
-    x_all = x_all.to(torch.float64)
-    for p, idx in by_pdf(p_all):
-        x = x_all[idx]
-        comp = model.component_loglikes(p, x)
-        post = torch.softmax(comp, dim=1)                         # [n, k]
-        k = post.shape[1]
-        mu, inv = model.means[p, :k], 1.0 / model.vars[p, :k]
-        occ, sx = post.sum(0), post.T @ x
-        sxx = torch.einsum("tk,ti,tj->kij", post, x, x)
-        scatter = (sxx - mu[:, :, None] * sx[:, None, :] - sx[:, :, None] * mu[:, None, :]
-                   + occ[:, None, None] * mu[:, :, None] * mu[:, None, :])
-        g += torch.einsum("ki,kjl->ijl", inv, scatter)
-        beta += float(occ.sum())
-    return g, beta
 
 
 def solve_mllt(g: torch.Tensor, beta: float, iters: int = 10) -> np.ndarray:
@@ -265,55 +229,3 @@ def train_sat(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
     model = train_stage(cfg.spec("sat"), jobs, model, prev.pdfs, prev.trans, cfg.beams,
                         failures, floor, hook=fmllr)
     return Rung("sat", front, prev.pdfs, model, prev.trans)
-
-
-def estimate_fmllr(model: AcousticModel, utts: Utterances, front: FrontEnd,
-                   alignments: dict, current: dict[str, np.ndarray], iters: int = 2
-                   ) -> dict[str, np.ndarray]:
-    """Every speaker's fMLLR transform against ``model`` under ``alignments`` (Kaldi's
-    ``gmm-est-fmllr``: the aligned pdf's Gaussian posteriors, Gales' row update; too
-    few frames give a diagonal or bias-only transform, as in ``prepare fmllr``)."""
-    from asrtrain.adapt.fmllr import choose_kind, identity, update
-
-    out: dict[str, np.ndarray] = {}
-    for spk, spk_utts in utts.speakers().items():
-        mine = [u for u in spk_utts if u in alignments]
-        if not mine:
-            continue
-        x = torch.from_numpy(np.concatenate([front.apply(utts.feats[u], with_fmllr=False)
-                                             for u in mine])).to(torch.float64)
-        pdf = torch.from_numpy(np.concatenate([alignments[u].pdf for u in mine]))
-        w = torch.from_numpy(current[spk]) if spk in current else identity(x.shape[1])
-        kind = choose_kind(x.shape[0], 400, 100, 10)
-        for _ in range(iters if kind != "none" else 0):
-            w = update(w, fmllr_stats(model, x, pdf, w), kind)
-        out[spk] = w.numpy()
-    return out
-
-
-def fmllr_stats(model: AcousticModel, x: torch.Tensor, pdf: torch.Tensor, w: torch.Tensor,
-                weight: torch.Tensor | None = None):
-    """G_i = Σ_t Σ_k γ_tk ξ_t ξ_tᵀ / σ²_ki and k_i = Σ_t Σ_k γ_tk μ_ki ξ_t / σ²_ki for the
-    aligned pdfs' Gaussians, posteriors of the transformed frames; ``weight`` scales each
-    frame (a decode's first pass down-weights silence, Kaldi's weight-silence-post)."""
-    from asrtrain.adapt.fmllr import FmllrStats
-    from asrtrain.align.am import by_pdf
-
-    d = x.shape[1]
-    xi = torch.cat([x, torch.ones(x.shape[0], 1, dtype=torch.float64)], 1)
-    y = xi @ w.T
-    wt = torch.zeros(x.shape[0], d, dtype=torch.float64)      # Σ_k γ_tk / σ²_ki
-    kt = torch.zeros(x.shape[0], d, dtype=torch.float64)      # Σ_k γ_tk μ_ki / σ²_ki
-    for p, idx in by_pdf(pdf):
-        post = torch.softmax(model.component_loglikes(p, y[idx]), dim=1)
-        k = post.shape[1]
-        inv = 1.0 / model.vars[p, :k]
-        wt[idx] = post @ inv
-        kt[idx] = post @ (model.means[p, :k] * inv)
-    if weight is not None:
-        wt, kt = wt * weight[:, None], kt * weight[:, None]
-    g = (wt.T @ (xi[:, :, None] * xi[:, None, :]).reshape(-1, (d + 1) ** 2)
-         ).reshape(d, d + 1, d + 1)
-    k_stats = kt.T @ xi
-    beta = float(x.shape[0]) if weight is None else float(weight.sum())
-    return FmllrStats(beta=beta, g=g, k=k_stats, const=0.0, entropy=0.0, loglike=0.0)

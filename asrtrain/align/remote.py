@@ -11,7 +11,7 @@ The N jobs are started once and serve the whole run: for each ``Jobs`` of the pa
 (the training speakers, the monophones' subset, each split) a job is told a data dir,
 its utterances (whole speakers) and their transcript DAGs, reads those utterances'
 features itself from the shared data dir (``feats.load_utterances(only=...)``, the
-parent's own code), answers the calls a forkserver job answers (``parallel.serve``)
+parent's own code), answers the calls a forkserver job answers (``shard.serve``)
 and frees them when that ``Jobs`` closes. So a scheduler queues N jobs once, not N
 per split.
 
@@ -64,15 +64,6 @@ class Launch:
     out: Path
     listen: str | None = None          # HOST or HOST:PORT; None: default_host()
     timeout: float = CONNECT_TIMEOUT
-
-
-@dataclass
-class Share:
-    """What one job is told: its data dir, its utterances in order, their DAGs."""
-
-    data: Path
-    utts: list[str]
-    dags: dict[str, Any]
 
 
 class Terminated(AsrtrainError):
@@ -371,7 +362,7 @@ def run_worker(connect: str, job: int, key_file: Path) -> None:
     """``prepare align-worker``: connect, say hello, answer until the parent closes."""
     import torch
 
-    from asrtrain.align.parallel import serve
+    from asrtrain.align.shard import serve
 
     host, pid = socket.gethostname(), os.getpid()
     log.info(HELLO_LINE.format(job=job, host=host, pid=pid, address=connect))

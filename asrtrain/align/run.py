@@ -21,13 +21,13 @@ import torch
 
 from asrtrain.align import ladder
 from asrtrain.align.aligner import Alignment
+from asrtrain.align.corpus import Failures
 from asrtrain.align.feats import FrontEnd, Utterances, load_utterances
 from asrtrain.align.graph import PhoneDag
 from asrtrain.align.ladder import LadderConfig, Rung
 from asrtrain.align.output import check_out_path, write_split
 from asrtrain.align.parallel import Clock, Jobs
 from asrtrain.align.remote import Launch, Workers
-from asrtrain.align.train import Failures
 from asrtrain.align.transcripts import build_dags, map_oovs, pron_table
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import InputError

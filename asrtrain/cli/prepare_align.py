@@ -91,11 +91,11 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
     frame), phone.ctm, state.scp, text and failed.txt; models/ holds each rung and
     report.json the figures.
     """
+    from asrtrain.align.corpus import Beams
     from asrtrain.align.ladder import STAGES, LadderConfig
     from asrtrain.align.output import check_out_path
     from asrtrain.align.remote import Launch
     from asrtrain.align.run import AlignJob, prepare_align
-    from asrtrain.align.train import Beams
     from asrtrain.core.runlog import command_run
 
     wanted = tuple(s.strip() for s in stages.split(",") if s.strip())

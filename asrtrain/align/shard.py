@@ -1,0 +1,168 @@
+"""One alignment job's side: its share of the utterances, and the calls it answers.
+
+A job is a :class:`Shard`: its speakers' MFCC, transcript DAGs, features under the
+current front end and alignments, kept in memory across iterations. The parent
+(``parallel.Jobs``) sends ``(key, method, args)``; :func:`serve` looks ``method`` up on
+the shard (the shard's methods are the whole protocol, so nothing above is named in
+a message) and answers with the result. A forkserver job starts in
+:func:`serve_forked`; a job on another host (``remote.run_worker``) is told a
+:class:`Share` and reads its features itself. Nothing here imports the parent's side.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from asrtrain.adapt.gmm import DiagGMM
+from asrtrain.adapt.lda import LdaStats
+from asrtrain.align.aligner import Alignment
+from asrtrain.align.am import AcousticModel, GmmStats
+from asrtrain.align.corpus import Beams, Corpus, Counts, Failures, Realigned, accumulate, realign
+from asrtrain.align.feats import FrontEnd, Utterances, load_utterances
+from asrtrain.align.front_stats import estimate_fmllr, lda_stats, mllt_stats
+from asrtrain.align.graph import PhoneDag
+from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
+from asrtrain.core.errors import AsrtrainError
+
+log = logging.getLogger("asrtrain.align")
+
+
+@dataclass
+class Share:
+    """What one job is told: its data dir, its utterances in order, their DAGs."""
+
+    data: Path
+    utts: list[str]
+    dags: dict[str, Any]
+
+
+class Shard:
+    """One job's utterances and what each iteration asks of them (runs in its process)."""
+
+    def __init__(self, utts: Utterances, dags: dict[str, PhoneDag], progress: bool) -> None:
+        self.utts = utts
+        self.corpus = Corpus({}, dags)
+        self.failures = Failures()
+        self.progress = progress      # show a bar per pass (only in the parent's process)
+
+    @classmethod
+    def load(cls, share: Share) -> Shard:
+        """A remote job's shard: its utterances' features read here, by the parent's code,
+        in the parent's order (the order of float sums)."""
+        utts = load_utterances(share.data, only=set(share.utts)).subset(share.utts)
+        log.info("align-worker: %d utterances of %d speakers, %d frames, from %s",
+                 len(share.utts), len(utts.speakers()),
+                 sum(utts.frames(u) for u in share.utts), share.data)
+        return cls(utts, share.dags, False)
+
+    def use_front(self, front: FrontEnd) -> None:
+        self.corpus.feats = {u: front.apply(self.utts.feats[u], self.utts.utt2spk[u])
+                             for u in self.corpus.dags}
+
+    def global_sums(self) -> tuple[int, torch.Tensor, torch.Tensor]:
+        n, s, ss = 0, torch.zeros((), dtype=torch.float64), torch.zeros((), dtype=torch.float64)
+        for m in self.corpus.feats.values():
+            x = torch.from_numpy(m).to(torch.float64)
+            n, s, ss = n + x.shape[0], s + x.sum(0), ss + (x * x).sum(0)
+        return n, s, ss
+
+    def set_alignments(self, alignments: dict[str, Alignment]) -> None:
+        self.corpus.alignments = alignments
+
+    def realign(self, model: dict, pdfs: MonoPdfs | TreePdfs, trans: Transitions, beams: Beams,
+                keep_previous: bool, what: str
+                ) -> tuple[dict[str, Alignment], dict[str, str], Realigned]:
+        got, counts = realign(self.corpus, AcousticModel.from_state(model), pdfs, trans, beams,
+                              self.failures, what if self.progress else None, keep_previous)
+        self.corpus.alignments = got
+        return got, dict(self.failures.reasons), counts
+
+    def accumulate(self, model: dict) -> tuple[GmmStats, Counts, Counts]:
+        return accumulate(AcousticModel.from_state(model), self.corpus)
+
+    def lda_stats(self, num_pdfs: int, context: int) -> LdaStats:
+        return lda_stats(self.utts, self.corpus.alignments, num_pdfs, context)
+
+    def mllt_stats(self, model: dict) -> tuple[torch.Tensor, float]:
+        return mllt_stats(AcousticModel.from_state(model), self.corpus)
+
+    def fmllr(self, model: dict, front: FrontEnd, current: dict[str, np.ndarray]
+              ) -> dict[str, np.ndarray]:
+        return estimate_fmllr(AcousticModel.from_state(model), self.utts, front,
+                              self.corpus.alignments, current)
+
+    def held_out_fmllr(self, mixture: DiagGMM, front: FrontEnd) -> dict[str, np.ndarray]:
+        from asrtrain.align.sat_feats import held_out_transforms
+
+        return held_out_transforms(mixture, self.utts, front)
+
+    def write_features(self, out: Path, front: FrontEnd, part: int) -> dict[str, str]:
+        from asrtrain.align.sat_feats import write_part
+
+        return write_part(out, self.utts, front, part)
+
+
+def serve_forked(conn: Any, utts: Utterances, dags: dict[str, PhoneDag]) -> None:
+    """A forkserver worker: answer the parent's calls on its shard until it closes the pipe."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's: it ends the jobs
+    torch.set_num_threads(1)   # many small products: a second thread only waits (DESIGN.md)
+    serve(conn, {0: Shard(utts, dags, False)})
+
+
+def serve(conn: Any, shards: dict[int, Shard],
+          during: Callable[[], AbstractContextManager[Any]] = nullcontext,
+          remote: bool = False) -> None:
+    """Answer ``(key, method, args)`` calls on ``shards[key]`` until the parent closes the
+    connection. A remote job holds one shard per ``Jobs`` of the parent: ``load`` reads
+    one, ``drop`` frees it. ``during()`` wraps each call (a remote job's watch on its
+    parent). A failure is answered, not raised: with its traceback for a forkserver
+    job, whose parent prints it; a remote job writes the traceback to its log and
+    answers one line. A remote job answers in plain pickles: ``Connection.send`` would
+    pass torch tensors as shared-memory handles, which mean nothing on another host."""
+    def send(answer: tuple[str, Any, float]) -> None:
+        if remote:
+            conn.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+        else:
+            conn.send(answer)
+
+    while True:
+        try:
+            key, method, args = conn.recv()
+        except EOFError:
+            return
+        try:
+            with during():
+                result = _one_call(shards, key, method, args)
+            send(("ok", result, time.process_time()))
+        except BaseException as exc:  # noqa: BLE001 - the parent raises it with the job named
+            if not remote:
+                detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+            elif isinstance(exc, AsrtrainError):
+                detail = str(exc)
+            else:
+                log.error("%s failed:\n%s", method, traceback.format_exc())
+                detail = f"{type(exc).__name__}: {exc}"
+            send(("error", detail, time.process_time()))
+
+
+def _one_call(shards: dict[int, Shard], key: int, method: str, args: tuple) -> Any:
+    if method == "load":
+        shards[key] = Shard.load(*args)
+        return len(shards[key].corpus.dags)
+    if method == "drop":
+        del shards[key]
+        return None
+    return getattr(shards[key], method)(*args)
