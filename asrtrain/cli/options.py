@@ -62,6 +62,9 @@ def _load_config(ctx: click.Context, _param: click.Parameter, value: str | None)
     if unknown:
         raise click.BadParameter(f"{value}: unknown option(s) {', '.join(unknown)} for "
                                  f"'{ctx.command_path}'", ctx=ctx, param_hint="'--config'")
+    for param in ctx.command.params:   # one value for an option given many times: a list of one
+        if getattr(param, "multiple", False) and isinstance(data.get(param.name or ""), str):
+            data[param.name or ""] = [data[param.name or ""]]
     ctx.default_map = {**(ctx.default_map or {}), **data}
     return value
 

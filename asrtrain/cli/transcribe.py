@@ -15,9 +15,10 @@ from asrtrain.cli.options import POSITIVE, config_option, resolved_params
 @click.argument("audio", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Write OUT/text, OUT/ctm or OUT/transcripts.json [standard output].")
-@click.option("--format", "fmt", type=click.Choice(["text", "ctm", "json"]), default="text",
-              show_default=True, help="text: id and words; ctm: word times and confidences; "
-                                      "json: words, times and confidences.")
+@click.option("--format", "fmt", type=click.Choice(["text", "ctm", "json"]), multiple=True,
+              default=("text",), show_default=True,
+              help="text: id and words; ctm: word times and confidences; json: words, times and "
+                   "confidences. Repeat it with --out to write several from one pass.")
 @click.option("--utt2spk", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Lines 'FILE SPEAKER' (path, file name or stem): files of one speaker share "
                    "CMVN and adaptation [each file its own speaker].")
@@ -34,7 +35,7 @@ from asrtrain.cli.options import POSITIVE, config_option, resolved_params
               help="CPU threads of the network.")
 @click.pass_context
 def transcribe(ctx: click.Context, model: Path, audio: tuple[Path, ...], out: Path | None,
-               fmt: str, utt2spk: Path | None, speaker_per: str, channel: int,
+               fmt: tuple[str, ...], utt2spk: Path | None, speaker_per: str, channel: int,
                max_seconds: float | None,
                device: str | None, threads: int, config: str | None) -> None:
     """Transcribe AUDIO (files sox or libsndfile reads, at any rate; list files .txt/.lst with
@@ -54,6 +55,9 @@ def transcribe(ctx: click.Context, model: Path, audio: tuple[Path, ...], out: Pa
     from asrtrain.transcribe.segment import MAX_SECONDS
     from asrtrain.transcribe.transcriber import Transcriber
 
+    fmts = tuple(dict.fromkeys(fmt))   # in the order given, each once
+    if len(fmts) > 1 and out is None:
+        raise click.UsageError("several --format values need --out (one file each)")
     torch.set_num_threads(threads)
     speakers = _read_utt2spk(utt2spk) if utt2spk else None
     logged = command_run("transcribe", out, resolved_params(ctx)) if out else contextlib.nullcontext()
@@ -71,19 +75,20 @@ def transcribe(ctx: click.Context, model: Path, audio: tuple[Path, ...], out: Pa
             click.echo(f"Warning: {failure.reason}", err=True)
         if not report.transcripts:
             raise InputError(f"nothing transcribed: {len(report.failures)} input(s) failed")
-        text = render(report.transcripts, fmt)
         if out is None:
-            click.echo(text, nl=False)
+            click.echo(render(report.transcripts, fmts[0]), nl=False)
         else:
             from asrtrain.core.atomic import write_text
 
-            write_text(out / FILE_NAMES[fmt], text)
+            for name in fmts:
+                write_text(out / FILE_NAMES[name], render(report.transcripts, name))
         total = len(report.transcripts) + len(report.failures)
         click.echo(f"transcribed {len(report.transcripts)} of {total} inputs"
                    f"{f' ({len(report.failures)} failed)' if report.failures else ''}: "
                    f"{report.audio_seconds:.1f} s of audio in {report.wall_seconds:.1f} s, real-time "
                    f"factor {report.rtf or 0:.3f} (network on {report.device})"
-                   + (f"; {out / FILE_NAMES[fmt]}" if out else ""), err=True)
+                   + (f"; {', '.join(str(out / FILE_NAMES[f]) for f in fmts)}" if out else ""),
+                   err=True)
 
 
 def _read_utt2spk(path: Path) -> dict[str, str]:

@@ -52,6 +52,18 @@ def test_bad_files_get_a_line_each_and_the_good_one_is_transcribed(exported: Pat
     assert "transcribed 1 of 6 inputs (5 failed)" in res.stderr
 
 
+def test_several_formats_need_out(tmp_path: Path):
+    res = _invoke("transcribe", tmp_path, tmp_path / "a.wav", "--format", "text", "--format", "ctm")
+    assert res.exit_code == 2 and "several --format values need --out" in res.output
+
+
+def test_a_config_file_may_give_one_format(tmp_path: Path):
+    config = tmp_path / "t.yaml"
+    config.write_text("fmt: ctm\n")
+    res = _invoke("transcribe", "--config", config, tmp_path / "none", tmp_path / "a.wav")
+    assert res.exit_code == 1 and "no such model directory" in res.output, res.output
+
+
 def test_nothing_transcribable_is_one_error_and_exit_1(exported: Path, tmp_path: Path, one_error):
     res = _invoke("transcribe", exported, *_bad_files(tmp_path).values())
     one_error(res.output, 1, res.exit_code, "nothing transcribed: 5 input(s) failed")

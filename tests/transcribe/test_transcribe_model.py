@@ -48,7 +48,9 @@ def test_transcribing_the_test_dir_gives_decodes_words_and_times(exported: Path,
     hyp, ref = _table(out / "text"), _table(decoded / "hyp" / f"{name}.txt")
     assert hyp == ref
     assert sum(len(w) for w in ref.values()) > 10
-    run("transcribe", exported, tiny_corpus / "test", "--out", out, "--format", "ctm")
+    # two formats from one pass (what recipes/custom/transcribe.sh asks for)
+    run("transcribe", exported, tiny_corpus / "test", "--out", out, "--format", "ctm", "--format", "json")
+    assert {t["id"] for t in json.loads((out / "transcripts.json").read_text())} == set(ref)
     ours = [ln.split() for ln in (out / "ctm").read_text().splitlines()]
     theirs = [ln.split() for ln in (decoded / "ctm" / f"{name}.ctm").read_text().splitlines()]
     assert [(o[0], o[4]) for o in ours] == [(t[0], t[4]) for t in theirs]
