@@ -53,9 +53,9 @@ class Probe(Hooks):
 
     def start(self, trainer: Any) -> None:
         strategy = trainer.strategy
-        if not self.gossip and strategy.gossip is not None:
-            strategy.gossip.close()
-            strategy.gossip = None
+        if not self.gossip and strategy.gossiping.gossip is not None:
+            strategy.gossiping.close()
+            strategy.gossiping.gossip = None
         inner = strategy.after_step
         hooks, hooks_cpu = [], []
 

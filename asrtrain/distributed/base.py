@@ -9,7 +9,7 @@ the epoch's blocks in the loader's order through the same work-sharing hand as
 many learners (:mod:`asrtrain.distributed.worksharing`, over an in-process store),
 so that a checkpoint in the middle of an epoch means the same for one learner as
 for many. :class:`asrtrain.distributed.strategy.DistributedStrategy` is the three
-strategies.
+strategies, composed of parts beside it.
 """
 
 from __future__ import annotations
@@ -70,15 +70,15 @@ class Strategy:
         """This learner's hand for ``epoch``: the one in use, a restored one, or a new one."""
         if self.hand is None or self.hand.work.epoch != epoch:
             work = EpochWork(self.work_store(), epoch, loader.block_order(epoch), self._owner())
-            self.hand = Hand(work, loader.block_length, self._restored_pieces(work), self._wait_more())
+            self.hand = Hand(work, loader.block_length, self._restored_pieces(work), self._wait_more(work))
         return self.hand
 
     def _owner(self) -> int | None:
         """The rank claims are recorded under (``None``: not recorded; only learners that may leave need it)."""
         return None
 
-    def _wait_more(self) -> Any:
-        """What a learner out of work waits on (``None``: its epoch's work is over)."""
+    def _wait_more(self, work: EpochWork) -> Any:
+        """What a learner out of ``work`` waits on (``None``: its epoch's work is over)."""
         return None
 
     def learner_ranks(self) -> list[int]:

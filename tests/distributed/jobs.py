@@ -213,7 +213,8 @@ def _run_one(place: Any, store: Any, name: str, dist_fields: dict[str, Any], cfg
 
     strategy = DistributedStrategy(DistConfig(**dist_fields), place, dist.PrefixStore(name, store), seed=cfg.seed)
     train(cfg, strategy, hooks)  # closes the strategy
-    rec = dict(hooks.rec, gossip_alive_after_close=strategy.gossip is not None and strategy.gossip._thread.is_alive())
+    gossip = strategy.gossiping.gossip
+    rec = dict(hooks.rec, gossip_alive_after_close=gossip is not None and gossip._thread.is_alive())
     gathered: list[Any] = [None] * place.world_size
     dist.all_gather_object(gathered, rec)
     return gathered

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from asrtrain.distributed.config import DistConfig
+from asrtrain.distributed.gossip_driver import GossipDriver
 from asrtrain.distributed.groups import Layout
+from asrtrain.distributed.straggler import Straggler
 from asrtrain.distributed.strategy import DistributedStrategy
 
 
@@ -43,11 +45,13 @@ class _Heartbeat:
 
 def _strategy(gossip: CountingGossip) -> DistributedStrategy:
     s = DistributedStrategy.__new__(DistributedStrategy)  # no process group: after_step alone
-    s.cfg, s.layout, s.rank = DistConfig("adpsgd"), Layout(0, 4, 1), 0
-    s.gossip, s.heartbeat = gossip, _Heartbeat()  # type: ignore[assignment]
+    cfg, layout, heartbeat = DistConfig("adpsgd"), Layout(0, 4, 1), _Heartbeat()
+    s.cfg, s.layout, s.rank, s.heartbeat = cfg, layout, 0, heartbeat  # type: ignore[assignment]
+    s.gossiping = GossipDriver(cfg, layout, None, None, heartbeat, None, 0)  # type: ignore[arg-type]
+    s.gossiping.gossip = gossip  # type: ignore[assignment]
+    s.straggler = Straggler(cfg, 0)
     s.steps = s.epoch_steps = 0
     s.hand = None
-    s._apply_now, s._last_t = False, None
     return s
 
 
