@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The embedded recipe: from nothing to a WER on synthesized multi-speaker speech, the stages of
 # ../utils/hybrid.sh numbered: 0 corpus, 1 features, 2 alignments (with alignments=learned),
-# i-vectors and fMLLR, 3 lang and graph, 4 archives, 5 train, 6 decode, 7 score.
+# i-vectors and fMLLR, 3 lang and graph, 4 archives, 5 train, 6 decode, 7 score, 8 export
+# (exp/model, for asrtrain transcribe).
 #
 #   ./run.sh --config conf/demo.conf            # the demo: fits 2 cores, ~15 minutes
 #   ./run.sh --config conf/paper.conf           # the paper's model and recipe (GPUs)
@@ -14,8 +15,8 @@
 # be compared; the exact alignments then only measure the learned ones (exp/ali/report.json).
 help_message="Usage: $0 [--config conf/demo.conf] [--stage N] [--stop-stage N] [--option value ...]"
 
-stages="data features align,adapt lang archive train decode score"
-stop_stage=7
+stages="data features align,adapt lang archive train decode score export"
+stop_stage=8
 # corpus
 hours=1.0
 speakers=24

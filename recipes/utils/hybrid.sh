@@ -15,8 +15,10 @@
 #   archive   HDF5 archives of the network's streams (targets where a split is aligned)
 #   train     the BLSTM, with a strategy, on nproc learners
 #   decode    the splits after train, one lattice search an utterance, the LM-weight grid
-#   score     the test split at the setting picked on dev (an oracle without dev); the last
-#             line is its WER
+#   score     the test split at the setting picked on dev (an oracle without dev)
+#   export    the BLSTM at that setting as one model dir, $exp/model (asrtrain export), which
+#             asrtrain transcribe reads
+# The report of stage score is printed once every stage has run: the last line is the test WER.
 # A recipe replaces a stage NAME (or adds one: swbd's graph) by defining local_NAME before
 # sourcing this file, and adjusts names after its options are read with local_setup.
 #
@@ -31,13 +33,13 @@ cd "$(dirname "$0")"
 
 # --- run ---
 stage=${stage-0}
-stop_stage=${stop_stage-8}
+stop_stage=${stop_stage-9}
 force=${force-false}
 data=${data-data}
 exp=${exp-exp}
 seed=${seed-0}
 nj=${nj-2}                          # jobs of every stage whose own *_nj is empty
-stages=${stages-"data features align adapt lang archive train decode score"}
+stages=${stages-"data features align adapt lang archive train decode score export"}
 splits=${splits-"train dev test"}   # dev picks the decoding setting; without it, an oracle
 dict=${dict-}                       # empty: $data/dict
 lm_text=${lm_text-}                 # empty: $data/lm_text
@@ -115,6 +117,8 @@ lattices=${lattices-true}
 lattice_beam=${lattice_beam-}
 beam=${beam-}
 max_active=${max_active-}
+# --- export: the model dir asrtrain transcribe reads ---
+export_dir=${export_dir-}           # empty: $exp/model
 
 . ../utils/parse_options.sh
 . ../utils/path.sh
@@ -150,7 +154,7 @@ align_opts=()
 lang_opts=()
 decode_opts=()
 if declare -F local_setup >/dev/null; then local_setup; fi
-: "${dict:=$data/dict}" "${lm_text:=$data/lm_text}" "${graph_dir:=$lang/graph}"
+: "${dict:=$data/dict}" "${lm_text:=$data/lm_text}" "${graph_dir:=$lang/graph}" "${export_dir:=$exp/model}"
 fmllr_classes=${fmllr_classes:-$ali/train/pdf.scp}   # the LDA's classes: the aligner's pdfs
 if [ "$gmm_rungs" = auto ]; then gmm_rungs=$ali_stages; elif [ "$gmm_rungs" = none ]; then gmm_rungs=; fi
 test_split=${splits##* }
@@ -351,15 +355,15 @@ hybrid_decode() {
   done
 }
 
-hybrid_score() {
+hybrid_score() {   # its report goes to $score_report, printed after the last stage
   echo "=== stage $1: score (the LM weight and insertion penalty picked on ${pick_split:-test, an oracle})"
   local t=$model/decode_$test_split rung picked file utt2spk=()
   if [ -f "$(split_dir "$test_split")/utt2spk" ]; then utt2spk=(--utt2spk "$(split_dir "$test_split")/utt2spk"); fi
   if ! has_text "$test_split"; then   # transcribed, not scored
     asrtrain score --sweep "$model/decode_$pick_split"
     picked=$(awk '{print $NF}' "$model/decode_$pick_split/best_wer"); picked=${picked##*wer_}
-    echo "The test set has no text: its transcripts at the dev-picked setting ($picked) are"
-    echo "$t/hyp/$picked.txt"
+    score_report="The test set has no text: its transcripts at the dev-picked setting ($picked) are
+$t/hyp/$picked.txt"
     return 0
   fi
   for rung in ${gmm_rungs//,/ }; do   # Kaldi's RESULTS: a line per rung, before the network's
@@ -375,25 +379,46 @@ hybrid_score() {
     file=$t/best_wer title=$oracle_title
   fi
   picked=$(head -1 "$file" | awk '{print $NF}'); picked=${picked##*wer_}
-  echo
-  eval "echo \"$title\""
-  sed -n '2,$p' "$file"
-  cat "$t/score/$picked/summary.txt"
-  head -1 "$file" | awk '{NF--; print}'   # the last line: the test WER
+  score_report=$(set -e; echo
+    eval "echo \"$title\""
+    sed -n '2,$p' "$file"
+    cat "$t/score/$picked/summary.txt"
+    head -1 "$file" | awk '{NF--; print}')   # its last line: the test WER
 }
 
-# the stages, in order; the score stage prints no timing after its WER
+hybrid_export() {
+  if has_stream fmllr && [ "$fmllr_source" = sat ]; then
+    echo "=== stage $1: export skipped: the network reads the SAT first pass's fMLLR features (--fmllr-source sat), which asrtrain export does not carry yet"
+    return 0
+  fi
+  local pick=${pick_split:-$test_split} marker=$model/.done.export input
+  echo "=== stage $1: export the BLSTM at the setting picked on ${pick_split:-test (an oracle)} to $export_dir"
+  [ -f "$model/decode_$pick/best_wer" ] || die "no $model/decode_$pick/best_wer: run stage score first"
+  # redone when the model, the decode it is picked on (stage score rescores it every run: its
+  # marker stands for it) or another model's export is newer than the marker
+  for input in "$model/final.pt" "$model/decode_$pick/.done.decode-$pick" "$export_dir/manifest.json"; do
+    if [ ! -f "$input" ] || [ "$input" -nt "$marker" ]; then rm -f "$marker"; fi
+  done
+  done_or_run export "$model" \
+    asrtrain export "$model" "$export_dir" --pick-on "$model/decode_$pick" --graph "$graph_dir"
+  echo "To transcribe with it: asrtrain transcribe $export_dir AUDIO... (docs/transcribing.md)"
+}
+
+# the stages, in order; the score stage prints no timing (a recipe's local_score may end with
+# its WER), and its report (the last line: the test WER) comes after every stage
 apply_sizes
+score_report=
 declare -i _n=0
 for _names in $stages; do
   if want_stage $_n; then
     for _name in ${_names//,/ }; do
       [ "$_name" != - ] || continue
-      case "$_name" in align|lang) check_sizes ;; adapt|archive|train) check_sizes streams ;; esac
+      case "$_name" in align|lang) check_sizes ;; adapt|archive|train|export) check_sizes streams ;; esac
       if declare -F "local_$_name" >/dev/null; then "local_$_name" $_n; else "hybrid_$_name" $_n; fi
       if [ "$_name" = features ]; then apply_sizes; fi
     done
-    [[ ",$_names," == *",score,"* ]] || took $_n
+    if [[ ",$_names," == *",score,"* ]]; then stage_start=$SECONDS; else took $_n; fi
   fi
   _n+=1
 done
+if [ -n "$score_report" ]; then printf '%s\n' "$score_report"; fi

@@ -3,7 +3,8 @@
 # saying eight YES/NO words each (8 kHz); sorted by name, 31 train and 29 test (232 words).
 # Aligned from nothing (flat-start HMM-GMM ladder), then the BLSTM hybrid: the stages of
 # ../utils/hybrid.sh (0 data, 1 features, 2 alignments, 3 i-vectors and fMLLR, 4 lang and
-# graph, 5 archives, 6 train, 7 decode, 8 score).
+# graph, 5 archives, 6 train, 7 decode, 8 score, 9 export: exp/model at the LM weight best on
+# test, an oracle).
 #
 #   ./run.sh --config conf/yesno.conf           # 2 cores, about a minute, 0.00% WER
 #   ./run.sh --yesno /path/to/waves_yesno       # the corpus elsewhere

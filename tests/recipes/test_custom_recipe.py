@@ -2,8 +2,9 @@
 copy of the recipe in a tmp dir.
 
 - yesno (real 8 kHz recordings; each utterance its own speaker, Kaldi's convention without
-  speaker labels) to 0.00% WER at the dev-picked setting, then transcribe.sh on its test
-  recordings without their text;
+  speaker labels) to 0.00% WER at the dev-picked setting, the model exported at that setting
+  (exp/model), then transcribe.sh (asrtrain transcribe on it) on its test recordings without
+  their text;
 - a synthesized corpus laid out as a user's data dir: 16 kHz FLAC files with a given dev
   dir, and 8 kHz through sox pipes in wav.scp with dev held out of train;
 - bad input: a dev dir sharing a speaker with train, a sample rate that is not the audio's,
@@ -12,6 +13,7 @@ copy of the recipe in a tmp dir.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,6 +23,9 @@ from pathlib import Path
 
 import pytest
 from needs import yesno_corpus, yesno_missing
+
+from asrtrain.decode.grid import parse_setting
+from asrtrain.transcribe import manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 YESNO = yesno_corpus()
@@ -95,11 +100,19 @@ def test_yesno_reaches_zero_wer_at_the_dev_picked_setting_then_transcribes(tmp_p
     assert rungs["mono"] <= 3.0 and rungs["sat"] <= 40.0, rungs
     picked = (recipe / "exp/blstm/decode_test/dev_picked_wer").read_text()
     assert "best on test (oracle)" in picked
+    # the last stage exported the model at the dev-picked setting; transcribe.sh reads it
+    model = recipe / "exp/model"
+    assert "=== stage 9: export" in out.stdout and "asrtrain transcribe exp/model" in out.stdout
+    assert manifest.verify(model)["files"].keys() >= {"final.pt", "settings.json", "graph/HCLG.fst"}
+    dev_best = (recipe / "exp/blstm/decode_dev/best_wer").read_text().split()[-1]
+    decode = json.loads((model / "settings.json").read_text())["decode"]
+    assert parse_setting(dev_best.split("wer_")[-1]) == (decode["lmwt"], decode["wip"])
     new = tmp_path / "new"
     new.mkdir()
     for name in ("wav.scp", "utt2spk", "spk2utt"):
         shutil.copy(data / "test" / name, new / name)
     run(recipe / "transcribe.sh", "--data", new, "--out", tmp_path / "hyp")
+    assert (tmp_path / "hyp/ctm").read_text().strip()
     ref = dict(ln.split(maxsplit=1) for ln in (data / "test/text").read_text().splitlines())
     hyp = dict(ln.split(maxsplit=1) for ln in (tmp_path / "hyp/text").read_text().splitlines())
     assert hyp.keys() == ref.keys()

@@ -102,4 +102,4 @@ def test_recipe_help_lists_options() -> None:
     res = subprocess.run(["bash", str(ROOT / "recipes/synth/run.sh"), "--help"], capture_output=True,
                          text=True, timeout=30)
     assert res.returncode == 0
-    assert "--stop-stage 7" in res.stdout and "--strategy h-adpsgd" in res.stdout
+    assert "--stop-stage 8" in res.stdout and "--strategy h-adpsgd" in res.stdout

@@ -24,7 +24,8 @@ TINY = {  # a minute of speech, 4 speakers; a 1-layer BLSTM of 16 cells for one 
 }
 STAGES = ["corpus", "logmel-train", "mfcc-train", "logmel-dev", "mfcc-dev", "logmel-test", "mfcc-test",
           "ivectors-train", "fmllr-train", "ivectors-dev", "fmllr-dev", "ivectors-test", "fmllr-test",
-          "lang", "archive-train", "archive-dev", "archive-test", "train", "decode-dev", "decode-test"]
+          "lang", "archive-train", "archive-dev", "archive-test", "train", "decode-dev", "decode-test",
+          "export"]
 
 
 def copy_recipe(work: Path) -> Path:

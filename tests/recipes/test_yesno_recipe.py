@@ -30,7 +30,7 @@ pytestmark = pytest.mark.needs(yesno_missing(N_TRAIN + N_TEST))
 
 STAGES = ["data", "mfcc-train", "logmel-train", "mfcc-test", "logmel-test", "align",
           "ivectors-train", "fmllr-train", "ivectors-test", "fmllr-test", "lang",
-          "archive-train", "archive-test", "train", "decode-test"]
+          "archive-train", "archive-test", "train", "decode-test", "export"]
 
 
 def copy_recipe(work: Path) -> Path:
