@@ -4,8 +4,8 @@ The lattice holds every word sequence within the lattice beam of the best, so at
 picked LM weight and penalty it defines a distribution over them (arc costs ``graph +
 p·word + acoustic / w``, as the sweep scores them). Forward-backward gives each arc's
 posterior; a best-path word's confidence is the summed posterior of the lattice arcs
-that carry the same word over an overlapping stretch of frames (capped at 1), the usual
-approximation of Kaldi's ``lattice-to-ctm-conf``.
+that carry the same word over an overlapping stretch of frames (capped at 1; an arc spans
+at least the frame it starts at), the usual approximation of Kaldi's ``lattice-to-ctm-conf``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,10 @@ def word_confidences(lat: WordLattice, arcs: list[int], lmwt: float, wip: float)
     """Confidence of each word arc of the best path ``arcs`` (in path order)."""
     post = arc_posteriors(lat, lmwt, wip)
     start = lat.state_times()[lat.src]
-    end = start + np.diff(lat.ilabel_offsets)
+    # an arc with the word label and no frames of its own (the word's frames on the arcs
+    # after it) covers the frame it starts at: else it overlapped nothing, itself included,
+    # and a word the lattice was sure of got confidence 0
+    end = start + np.maximum(np.diff(lat.ilabel_offsets), 1)
     out = []
     for a in arcs:
         w = lat.word[a]
