@@ -40,7 +40,6 @@ def test_killed_learner_is_named(archives, tmp_path):
     assert _since(mark) < 10.0 + MARGIN
 
 
-@pytest.mark.slow
 def test_hung_learner_is_named_by_the_others(archives, tmp_path):
     # Rank 2 sleeps inside a step: its process lives but its heartbeat stops after
     # timeout/2; the learners waiting for it (gossip partner, epoch end) name it.

@@ -5,9 +5,9 @@ same command then resumes from that mid-epoch checkpoint, here on one learner in
 two, and trains every frame of each epoch once. (test_cluster_life.py goes deeper, behind
 ``slow``: bit-for-bit equality with an uninterrupted run, four learners, other counts.)
 
-Behind ``slow`` too: three processes that import torch cost about 29 s of CPU here (52 s of
-wall time on the shared cores), not the seconds a `make test` test may take; the
-coordination under it runs in `make test` directly (test_heartbeat_pause.py and the others).
+In `make test` since learners are forked from a server that imported torch once
+(distributed/local.py): 22 s on cores shared with two trainings, where spawned learners
+took 52 s.
 """
 
 from __future__ import annotations
@@ -19,14 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import pytest  # noqa: E402
 from cli_run import epoch_rows  # noqa: E402
 from test_cluster_life import REQUEUE, _mid_epoch, _train_cli, _wait_for_new_mid_epoch  # noqa: E402
 
 from asrtrain.data.archive import Archive  # noqa: E402
 
 
-@pytest.mark.slow  # ~52 s on 2 shared cores (29 s of CPU: starting learners with torch)
 def test_sigterm_exits_75_then_one_learner_resumes_two_and_trains_every_frame_once(archives, tmp_path):
     train, valid = archives
     exp = tmp_path / "exp"
