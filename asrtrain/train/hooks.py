@@ -9,23 +9,24 @@ A hooks object crosses to spawned workers: define subclasses at module level.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
-if TYPE_CHECKING:
-    from asrtrain.train.trainer import Trainer
+#: The loop a hook observes (``Trainer``): a type parameter, so that this module, which the
+#: trainer imports, names nothing of the trainer's.
+Loop = TypeVar("Loop")
 
 
-class Hooks:
+class Hooks(Generic[Loop]):
     """Called by :meth:`asrtrain.train.trainer.Trainer.fit`; override what you need."""
 
-    def start(self, trainer: Trainer) -> None:
+    def start(self, trainer: Loop) -> None:
         """After the strategy wrapped the model (identical weights everywhere), before the first step."""
 
-    def before_step(self, trainer: Trainer, step: int) -> None:
+    def before_step(self, trainer: Loop, step: int) -> None:
         """Before step ``step`` (1-based over the run) computes."""
 
-    def after_step(self, trainer: Trainer, x: Any, y: Any, lr: float) -> None:
+    def after_step(self, trainer: Loop, x: Any, y: Any, lr: float) -> None:
         """After the optimizer step and the strategy's after-step (gossip applied)."""
 
-    def end_epoch(self, trainer: Trainer, row: dict[str, Any]) -> None:
+    def end_epoch(self, trainer: Loop, row: dict[str, Any]) -> None:
         """After the epoch's checkpoint, with the epoch row (every learner has it)."""

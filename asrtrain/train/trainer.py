@@ -170,9 +170,9 @@ class Trainer:
         return self.plateau.lr(epoch, fraction, self.plateau_state)
 
     # ----- the loop ------------------------------------------------------------------------
-    def fit(self, hooks: Hooks | None = None) -> TrainResult:
+    def fit(self, hooks: Hooks[Trainer] | None = None) -> TrainResult:
         """Run the remaining epochs; the main learner writes metrics, checkpoints and ``final.pt``."""
-        cfg, strategy, hooks = self.cfg, self.strategy, hooks or Hooks()
+        cfg, strategy, hooks = self.cfg, self.strategy, hooks or Hooks[Trainer]()
         self.metrics = self._metrics_log(self.start_epoch - 1, self.step) if strategy.is_main else None
         net = strategy.wrap(self.model)
         self.model.train()
@@ -226,7 +226,7 @@ class Trainer:
                      epoch, row["valid_loss"], state.best if state.best is not None else math.nan,
                      state.decision, epoch + 1, row["lr_next"])
 
-    def train_epoch(self, net: torch.nn.Module, epoch: int, hooks: Hooks) -> list[float]:
+    def train_epoch(self, net: torch.nn.Module, epoch: int, hooks: Hooks[Trainer]) -> list[float]:
         """Every batch the strategy serves this learner; returns [loss, frames, correct, steps, seconds]."""
         totals, self._resumed_totals = self._resumed_totals or [0.0] * 5, None
         window, started, shown = StepWindow(), time.perf_counter() - totals[4], 0.0
@@ -368,7 +368,7 @@ class Trainer:
         write_text(self.cfg.exp / "selection.json", json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
-def train(cfg: TrainConfig, strategy: Strategy | None = None, hooks: Hooks | None = None) -> TrainResult:
+def train(cfg: TrainConfig, strategy: Strategy | None = None, hooks: Hooks[Trainer] | None = None) -> TrainResult:
     """Train as ``cfg`` says on this learner (default: the single learner); closes the strategy."""
     strategy = strategy or Strategy()
     try:
