@@ -192,7 +192,7 @@ def cli_loop(cfg: ModelConfig, batch: int, archive: Path, epochs: int, threads: 
     same in chunk slots, padding included, as the raw loop counts them)."""
     import subprocess
 
-    from asrtrain.data.archive import Archive
+    from asrtrain.data.shards import open_archive
     from asrtrain.train.metrics import epoch_rows
 
     exp = root / f"cli{batch}"
@@ -204,7 +204,7 @@ def cli_loop(cfg: ModelConfig, batch: int, archive: Path, epochs: int, threads: 
         cmd += ["--threads", str(threads)]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     fps = statistics.median(r["frames_per_s"] for r in epoch_rows(exp / "metrics.jsonl"))
-    a = Archive(archive)
+    a = open_archive(archive)
     real = a.num_frames / (a.num_chunks * a.chunk)
     return fps, fps / real
 
@@ -243,9 +243,9 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3, help="with --archive: epochs of each run")
     args = ap.parse_args()
     if args.archive is not None:
-        from asrtrain.data.archive import Archive
+        from asrtrain.data.shards import open_archive
 
-        a = Archive(args.archive)
+        a = open_archive(args.archive)
         args.input_dim, args.num_pdfs = a.feat_dim, a.num_pdfs
 
     if args.threads:

@@ -17,9 +17,9 @@ def info(archive: Path, show_skipped: int) -> None:
     skipped utterances."""
     from rich.console import Console
 
-    from asrtrain.data.archive import Archive
+    from asrtrain.data.shards import open_archive
 
-    with Archive(archive) as arc:
+    with open_archive(archive) as arc:
         Console().print(*describe(arc, show_skipped))
 
 

@@ -67,17 +67,10 @@ class Archive:
     """Read-only view of an archive; the HDF5 file opens on first use, once per process.
 
     Safe to create before ``fork``: a child process that touches it opens its own
-    handle (HDF5 handles must not cross a fork). ``Archive(manifest.json)`` is a
-    :class:`~asrtrain.data.shards.ShardedArchive`: every reader takes either.
+    handle (HDF5 handles must not cross a fork). Readers open a path with
+    :func:`asrtrain.data.shards.open_archive`, which also takes the manifest of a
+    :class:`~asrtrain.data.shards.ShardedArchive`.
     """
-
-    def __new__(cls, path: str | os.PathLike[str] | None = None) -> Archive:
-        if cls is Archive and path is not None:
-            from asrtrain.data import shards
-
-            if shards.is_manifest(path):
-                return super().__new__(shards.ShardedArchive)
-        return super().__new__(cls)
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)

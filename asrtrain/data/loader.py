@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from asrtrain.core.errors import ConfigError
-from asrtrain.data.archive import PAD_TARGET, Archive
+from asrtrain.data.archive import PAD_TARGET
+from asrtrain.data.shards import open_archive
 
 #: Target value on padded frames (``torch.nn.CrossEntropyLoss``'s default ignore index).
 IGNORE_INDEX = -100
@@ -76,7 +77,7 @@ class ChunkLoader:
                               "must be positive")
         if not 0 <= rank < world_size:
             raise ConfigError(f"rank {rank} outside [0, {world_size})")
-        self.archive = Archive(archive_path)
+        self.archive = open_archive(archive_path)
         self.batch_size = batch_size
         self.block_chunks = block_chunks
         self.seed = seed

@@ -14,7 +14,7 @@ moments and checksums that must be combined. The manifest lists each shard's fil
 opening it checks every shard against that (a few KiB read per shard), and each
 storage chunk is checked against its own checksum when first read, as in one file.
 
-``Archive(path)`` of a ``*.json`` path gives a :class:`ShardedArchive`, so whatever
+``open_archive(path)`` of a ``*.json`` path gives a :class:`ShardedArchive`, so whatever
 reads an archive takes a manifest where it takes an ``.h5``.
 """
 
@@ -42,6 +42,12 @@ SHARED_ATTRS = ("chunk", "feat_dim", "num_pdfs", "storage_chunks", "layout", "le
 def is_manifest(path: str | os.PathLike[str]) -> bool:
     """A sharded archive is named by its manifest, a ``.json`` file."""
     return Path(path).suffix == MANIFEST_SUFFIX
+
+
+def open_archive(path: str | os.PathLike[str]) -> Archive:
+    """The archive at ``path``: one HDF5 file, or the shards a manifest names (every reader
+    opens archives here, so each takes either)."""
+    return ShardedArchive(path) if is_manifest(path) else Archive(path)
 
 
 def shard_path(manifest: str | os.PathLike[str], k: int) -> Path:

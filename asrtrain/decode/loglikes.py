@@ -92,7 +92,7 @@ class ModelScorer:
     def __init__(self, model_path: Path, archive_path: Path, num_pdfs: int | None) -> None:
         import torch
 
-        from asrtrain.data.archive import Archive
+        from asrtrain.data.shards import open_archive
         from asrtrain.data.streams import model_input
         from asrtrain.model.io import load_final
 
@@ -104,7 +104,7 @@ class ModelScorer:
             raise InputError(f"the model has {self.final.config.num_pdfs} outputs, the graph "
                              f"{num_pdfs} pdfs: graph and model come from different trees",
                              model_path)
-        self.archive = Archive(archive_path)
+        self.archive = open_archive(archive_path)
         self.input = model_input(self.final.meta, self.archive)  # the streams it was trained on, by name
         if self.input.dim != self.final.config.input_dim:
             what = f"streams {'+'.join(self.input.streams)}" if self.input.by_name else "features"

@@ -18,6 +18,7 @@ from torch import nn
 from asrtrain.core.errors import InputError
 from asrtrain.data.archive import Archive
 from asrtrain.data.loader import IGNORE_INDEX
+from asrtrain.data.shards import open_archive as open_any
 from asrtrain.data.streams import InputSelection, whole_input
 from asrtrain.distributed.base import Strategy
 from asrtrain.train.step import autocast, frame_loss
@@ -25,7 +26,7 @@ from asrtrain.train.step import autocast, frame_loss
 
 def open_archive(path: Path, role: str) -> Archive:
     """An archive with targets (training needs them), or an error naming the file."""
-    archive = Archive(path)
+    archive = open_any(path)
     if archive.num_pdfs is None:
         raise InputError(f"the {role} archive has no targets (made without --ali)", path)
     return archive

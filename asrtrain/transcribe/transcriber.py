@@ -78,7 +78,7 @@ class Transcriber:
 
     def _decode_plan(self, plan: Plan, work: Path, progress: Any) -> tuple[list[Transcript], int]:
         """Front end, network and search over the plan's utterances."""
-        from asrtrain.data.archive import Archive
+        from asrtrain.data.shards import open_archive
         from asrtrain.transcribe.frontend import build_input
 
         if not plan.pieces:
@@ -88,7 +88,7 @@ class Transcriber:
         except AsrtrainError as exc:  # nothing usable in any input
             plan.failures.extend(Failure(s, f"{s}: {exc}") for s in sorted(set(plan.sources.values())))
             return [], 0
-        archive = Archive(archive_path)
+        archive = open_archive(archive_path)
         score = self.network.scorer(archive)
         utts = [u for u, _, _, _ in archive.utterances]
         by_recording: dict[str, Transcript] = {}

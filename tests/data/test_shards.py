@@ -20,7 +20,7 @@ from asrtrain.data.archive_writer import write_archive
 from asrtrain.data.fuse import Stream
 from asrtrain.data.loader import ChunkLoader, Piece
 from asrtrain.data.shard_writer import write_manifest, write_sharded
-from asrtrain.data.shards import ShardedArchive, shard_path
+from asrtrain.data.shards import ShardedArchive, open_archive, shard_path
 
 LENGTHS = [int(n) for n in np.random.default_rng(7).integers(1, 120, 37)]
 
@@ -42,7 +42,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
 
 
 def test_the_index_and_header_are_one_archives(pair: tuple[Path, Path, dict]) -> None:
-    one, five = Archive(pair[0]), Archive(pair[1])
+    one, five = open_archive(pair[0]), open_archive(pair[1])
     assert isinstance(five, ShardedArchive) and len(five.shards) == 5
     assert five.num_chunks == one.num_chunks and five.num_frames == one.num_frames
     assert five.utterances == one.utterances  # same order, same global chunk numbers
@@ -111,7 +111,7 @@ def test_array_jobs_write_the_manifest_only_when_every_shard_is_there(tmp_path: 
             for k in (3, 1)]
     assert done == [False, False] and not manifest.exists()
     assert write_sharded(manifest, streams(src), str(src["ali_scp"]), 7, shards=3, only=2)["manifest"]
-    assert Archive(manifest).utterances == Archive(_single(tmp_path, src)).utterances
+    assert open_archive(manifest).utterances == Archive(_single(tmp_path, src)).utterances
     # a shard job starting again takes the manifest away before it writes
     bad = dict(src["ali"])
     bad[sorted(bad)[-1]] = np.full(5, 99, dtype=np.int32)  # target outside the 7 pdfs, in shard 3

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import NUM_PDFS
 
 from asrtrain.core.errors import ConfigError
+from asrtrain.data.archive import Archive
 from asrtrain.data.fuse import Stream
 from asrtrain.data.shard_writer import write_sharded
 from asrtrain.model.blstm import ModelConfig
@@ -27,7 +27,7 @@ def test_train_on_shards_as_on_one_file(learnable_archives: tuple[Path, Path],
     src = learnable_archives[0].parent / f"{learnable_archives[0].stem}_src"  # its arks
 
     manifest = tmp_path / "train.json"
-    write_sharded(manifest, [Stream("feats", src / "feats.scp")], str(src / "ali.scp"), NUM_PDFS,
+    write_sharded(manifest, [Stream("feats", src / "feats.scp")], str(src / "ali.scp"), Archive(learnable_archives[0]).num_pdfs,
                   shards=3, nj=1)
     one = train(_cfg(learnable_archives[0], tmp_path / "one", 1))
     three = train(_cfg(manifest, tmp_path / "three", 1))
