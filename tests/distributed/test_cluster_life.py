@@ -102,6 +102,10 @@ def _same_weights(a: Path, b: Path) -> bool:
     return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
+# behind slow for make test's 15 minutes (about 32 s): test_resume.py's SIGKILL mid-checkpoint
+# test keeps "a killed run resumes to the uninterrupted weights" there, and
+# test_preempt_two_learners.py "every frame of the epoch trained once" after a resume
+@pytest.mark.slow
 def test_single_learner_killed_twice_trains_every_chunk_once_and_ends_as_if_never_killed(archives, tmp_path):
     train = archives[0]
     ref = tmp_path / "ref"
