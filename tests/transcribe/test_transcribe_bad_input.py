@@ -89,23 +89,27 @@ def test_a_changed_file_in_the_model_is_refused(exported: Path, tiny_corpus: Pat
     data[len(data) // 2] ^= 0x01
     (model / changed).write_bytes(bytes(data))
     res = _invoke("transcribe", model, tiny_corpus / "test")
-    one_error(res.output, 1, res.exit_code, f"damaged model: {changed} differs from its checksum")
+    line = one_error(res.output, 1, res.exit_code, f"damaged model: {changed} differs from its checksum")
+    assert str(model) in line  # the line names the model directory
     (model / changed).unlink()
     res = _invoke("transcribe", model, tiny_corpus / "test")
-    one_error(res.output, 1, res.exit_code, f"damaged model: {changed} is missing")
+    line = one_error(res.output, 1, res.exit_code, f"damaged model: {changed} is missing")
+    assert str(model) in line
 
 
 def test_a_foreign_directory_is_refused(tmp_path: Path, tiny_corpus: Path, exported: Path,
                                         one_error):
     res = _invoke("transcribe", tiny_corpus, tiny_corpus / "test")
-    one_error(res.output, 1, res.exit_code, "not an exported asrtrain model (no manifest.json")
+    line = one_error(res.output, 1, res.exit_code, "not an exported asrtrain model (no manifest.json")
+    assert str(tiny_corpus) in line  # the line names the directory given as a model
     other = tmp_path / "other"
     shutil.copytree(exported, other)
     manifest = json.loads((other / "manifest.json").read_text())
     manifest["format"] = "someone-else"
     (other / "manifest.json").write_text(json.dumps(manifest))
     res = _invoke("transcribe", other, tiny_corpus / "test")
-    one_error(res.output, 1, res.exit_code, "not an exported asrtrain model")
+    line = one_error(res.output, 1, res.exit_code, "not an exported asrtrain model")
+    assert str(other) in line
 
 
 def test_a_pickle_with_a_matching_checksum_is_not_executed(exported: Path, tmp_path: Path,
