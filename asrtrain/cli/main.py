@@ -7,6 +7,8 @@ unreadable files) print one line ``Error: …`` and exit 1; usage errors exit 2
 
 from __future__ import annotations
 
+import gc
+import io
 import logging
 import os
 import sys
@@ -126,5 +128,51 @@ def cli(ctx: click.Context, verbose: int, log_file: str | None, encoding: str | 
     setup_logging(verbose, log_file)
 
 
+def main() -> None:
+    """The console script: :func:`cli`, then :func:`quick_exit` with its status."""
+    try:
+        cli.main(standalone_mode=True)
+        status: int = 0
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        if isinstance(exc.code, str):
+            sys.stderr.write(exc.code + "\n")
+    quick_exit(status)
+
+
+def quick_exit(status: int) -> None:
+    """End the process without the interpreter's teardown, after everything a normal exit does
+    for the program's own state: wait for non-daemon threads, run the atexit handlers (logging
+    flushes and closes its files, multiprocessing reaps its children, h5py closes files),
+    flush every open file object (stdout and stderr last).
+
+    Why: tearing torch down costs about 0.65 s of CPU per command (measured: ``python -c
+    "import torch"`` 2.95-3.22 s user, 2.31-2.37 with ``os._exit``), paid by every command
+    a recipe runs (about 40 in the yesno recipe) and by every job of a cluster array.
+    """
+    import atexit
+    import threading
+
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in _open_files():
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or a full disk: the data is lost either way
+            status = status or 1
+    os._exit(status)
+
+
+def _open_files() -> list[Any]:
+    """Every open Python file object (stdout and stderr last): a file left open in a global
+    is flushed by the teardown skipped here."""
+    streams: list[Any] = [sys.stdout, sys.stderr]
+    files: list[Any] = [obj for obj in gc.get_objects()
+             if isinstance(obj, io.IOBase) and not obj.closed and obj not in streams]
+    return files + streams
+
+
 if __name__ == "__main__":  # pragma: no cover
-    cli()
+    main()

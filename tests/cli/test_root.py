@@ -163,3 +163,46 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, one_error) -> None:
         os.close(fd)
     one_error(err, 130, proc.returncode, "interrupted (Ctrl-C)")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("*.sys"))
+
+
+QUICK_EXIT = """
+import atexit, sys, threading, time
+from pathlib import Path
+from asrtrain.cli.main import quick_exit
+out = Path(sys.argv[1])
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+def late() -> None:
+    time.sleep(0.3)
+    (out / "thread").write_text("joined")
+threading.Thread(target=late).start()
+log = open(out / "unclosed", "w")      # buffered, never closed: the teardown would flush it
+log.write("x" * 5000)
+sys.stdout.write("y" * 200_000)
+quick_exit(3)
+"""
+
+
+def test_quick_exit_keeps_what_a_normal_exit_does(tmp_path) -> None:
+    """The console script skips the interpreter's teardown (torch's costs ~0.65 s of CPU a
+    command) but not what the program's state needs: its status, stdout in full, atexit
+    handlers, non-daemon threads joined, a file left open flushed."""
+    res = subprocess.run([sys.executable, "-c", QUICK_EXIT, str(tmp_path)], capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 3, res.stderr
+    assert len(res.stdout) == 200_000
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "thread").read_text() == "joined"
+    assert (tmp_path / "unclosed").read_text() == "x" * 5000
+
+
+def test_the_console_script_exits_with_the_commands_status_and_its_log(tmp_path) -> None:
+    ref, hyp = tmp_path / "ref", tmp_path / "hyp"
+    ref.write_text("u1 a b c\nu2 d e\n")
+    hyp.write_text("u1 a x c\nu2 d e\n")
+    log = tmp_path / "run.log"
+    res = run("--log-file", str(log), "score", str(ref), str(hyp), str(tmp_path / "score"))
+    assert res.returncode == 0, res.stderr
+    assert "%WER 20.00 [ 1 / 5" in res.stdout + res.stderr
+    assert "%WER 20.00" in log.read_text()
+    missing = run("score", str(tmp_path / "nope"), str(hyp), str(tmp_path / "s2"))
+    assert missing.returncode == 2 and "does not exist" in missing.stderr   # Click's usage error
