@@ -89,11 +89,13 @@ class WorkFeed:
             yield x, y
 
     def in_lockstep(self, loader: Any, epoch: int, hand: Hand, ready: Callable[[], bool],
-                    pending: Callable[[], int | None], agreed: Callable[[Agreement], None]) -> Batches:
+                    pending: Callable[[], int | None], agreed: Callable[[Agreement], None],
+                    version: Callable[[], int]) -> Batches:
         """Batches of the members in step: an empty one for a member out of work, all stop together.
 
         Before each step the members agree on who has a batch, their frames, whether each
-        holds the gossip delta (``ready``) and the checkpoint any has seen (``pending``);
+        holds the gossip delta (``ready``), the checkpoint and the membership version any has
+        seen (``pending``, ``version``);
         ``agreed`` gets the agreement of every step taken. A member's short last batch of
         its pieces is held back (``carry``) and filled up by the next piece it is given,
         so its batches hold ``--batch``'s share whatever the block size; when no piece
@@ -111,7 +113,7 @@ class WorkFeed:
             if item is not None:
                 shape = (int(item[0].shape[1]), int(item[0].shape[2]))
             agreement = self.lockstep.agree(item is not None, 0 if item is None else real_frames(item[1]), ready(),
-                                            pending() or 0)
+                                            pending() or 0, version())
             if agreement.have == 0:
                 if last:
                     return

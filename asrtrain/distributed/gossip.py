@@ -23,7 +23,11 @@ Rounds are numbered ``(v, k)``: ``k`` counts the rounds begun under membership
 version ``v`` (:mod:`asrtrain.distributed.membership`). When a learner leaves, the
 version changes and the ring is re-formed over the super-learners alive from each
 learner's next round, whose ``k`` starts again at 0, so partners always agree; a
-round of an old version, or whose partner left, ends with no delta.
+round of an old version, or whose partner left, ends with no delta. The members of a
+super-learner move to a new version at a round they agree on (the lockstep's
+``version``), not when each happens to see it: every round of theirs ends in one
+collective of theirs, so a member one round ahead in the new version would wait in
+it for a partner that never comes.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ class Gossip:
         self.heartbeat = heartbeat
         self.members = Membership(self.store, self.layout, elastic, min_learners)  # the thread's view
         self.latest_version = 0  # the newest membership version either thread has seen
+        self.agreed_version = 0  # H-ADPSGD: the newest version the super-learner's members agreed on
         self._v = self._k = 0  # the version and number of the next round begun
         self.topology, self.seed, self.reshuffle_every = topology, seed, reshuffle_every
         self.started = 0  # rounds begun by the compute thread
@@ -134,8 +139,9 @@ class Gossip:
         self.raise_error()
         rnd = self.started
         self.started += 1
-        if self.latest_version != self._v:  # the ring was re-formed: its rounds count from 0
-            self._v, self._k = self.latest_version, 0
+        version = self._next_version()
+        if version != self._v:  # the ring was re-formed: its rounds count from 0
+            self._v, self._k = version, 0
         self._k += 1
         with torch.no_grad():
             torch._foreach_copy_(self._snap_views, self.params)
@@ -144,15 +150,27 @@ class Gossip:
 
     def position(self) -> tuple[int, int]:
         """(version, rounds begun in it) as the compute thread knows them (what learners agree on)."""
-        return (self.latest_version, 0) if self.latest_version != self._v else (self._v, self._k)
+        version = self._next_version()
+        return (version, 0) if version != self._v else (self._v, self._k)
 
     def resume_at(self, rounds: int) -> None:
         """A resumed job's ring goes on at round ``rounds`` (nothing in flight)."""
-        self._v, self._k = self.latest_version, rounds
+        self._v, self._k = self._next_version(), rounds
 
     def note_version(self, version: int) -> None:
-        """A newer membership version seen by the compute thread: the next round begins in it."""
+        """A newer membership version seen by either thread: a learner alone begins its next round in it."""
         self.latest_version = max(self.latest_version, version)
+
+    def agree_version(self, version: int) -> None:
+        """A version every member of the super-learner has agreed to (compute thread): the next round
+        begins in it, the same round on every member."""
+        self.note_version(version)
+        self.agreed_version = max(self.agreed_version, version)
+
+    def _next_version(self) -> int:
+        """The version the next round begins in: the newest seen by a learner alone; for the members of
+        a super-learner, the newest they agreed on (each thread sees a departure at its own moment)."""
+        return self.latest_version if self.layout.group_size == 1 else self.agreed_version
 
     def ready(self) -> bool:
         """Whether the delta of the round in flight is available, on the device too (never blocks)."""

@@ -56,6 +56,15 @@ class GossipDriver:
         """Whether a round is in flight and its delta is in hand."""
         return self.gossip is not None and self.gossip.busy and self.gossip.ready()
 
+    def seen_version(self) -> int:
+        """The newest membership version this learner's threads have seen (what its members agree on)."""
+        return 0 if self.gossip is None else self.gossip.latest_version
+
+    def agree_version(self, version: int) -> None:
+        """The version the members agreed on before a step: the next round begins in it."""
+        if self.gossip is not None:
+            self.gossip.agree_version(version)
+
     def after_step(self) -> None:
         """Apply a finished round (a super-learner: only when all members agreed), then begin the next."""
         gossip = self.gossip
@@ -92,7 +101,7 @@ class GossipDriver:
             return
         while True:
             self.members.refresh()
-            gossip.note_version(self.members.version)
+            gossip.agree_version(self.members.version)  # every learner alive posts and waits in it
             version, begun = gossip.position()
             self.store.set(f"{key}/{version}/{self.rank}", str(begun))
             live = wait_for_all(self.store, f"{key}/{version}", self.members, self.heartbeat,

@@ -4,7 +4,9 @@ DDP's gradient allreduce needs every member at every step, so before each step
 the members agree (one allreduce of a few integers on the super-learner's group)
 on whether each has a batch, their total of real frames (the loss denominator),
 whether each has the gossip delta in hand (applied by all at this step, so they
-stay identical) and whether any wants to pause for a checkpoint after this step.
+stay identical), whether any wants to pause for a checkpoint after this step, and
+the newest membership version any has seen (the next gossip round begins in it on
+every member, so they number their rounds alike).
 A member whose piece ran out while others' have not takes an empty step (zero
 gradient), so no data is dropped; when all are out, member 0 claims a piece for
 each member and broadcasts them; when none is left, all stop together.
@@ -29,6 +31,7 @@ class Agreement:
     frames: int     # their real frames, together
     ready: int      # members with the gossip delta in hand
     pause: int      # the checkpoint to pause for after this step (its id; 0: none)
+    version: int    # the newest membership version any member has seen (gossip rounds begin in it)
 
 
 class Lockstep:
@@ -40,16 +43,17 @@ class Lockstep:
     def _ints(self, values: list[Any]) -> torch.Tensor:
         return torch.tensor([int(v) for v in values], dtype=torch.int64, device=self.device)
 
-    def agree(self, have: bool, frames: int, ready: bool, pause: int) -> Agreement:
-        """Sum the first three over the members; the pause is the newest checkpoint any member has seen."""
+    def agree(self, have: bool, frames: int, ready: bool, pause: int, version: int) -> Agreement:
+        """Sum the first three over the members; the pause and the membership version are the newest
+        any member has seen."""
         import torch.distributed as dist
 
         t = self._ints([have, frames, ready])
         dist.all_reduce(t, group=self.group)
-        p = self._ints([pause])
+        p = self._ints([pause, version])
         dist.all_reduce(p, op=dist.ReduceOp.MAX, group=self.group)
         h, f, r = (int(v) for v in t.cpu())
-        return Agreement(h, f, r, int(p[0]))
+        return Agreement(h, f, r, int(p[0]), int(p[1]))
 
     def claim(self, work: EpochWork, wait_more: Any = None) -> tuple[Piece | None, bool]:
         """Member 0 claims a piece for every member; returns (this member's, whether any got one).

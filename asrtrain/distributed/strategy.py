@@ -124,12 +124,13 @@ class DistributedStrategy(Strategy):
             yield from self.feed.alone(loader, epoch, hand)
         else:
             yield from self.feed.in_lockstep(loader, epoch, hand, self.gossiping.ready, self.job.pauses.pending,
-                                             self._agreed)
+                                             self._agreed, self.gossiping.seen_version)
 
     def _agreed(self, agreement: Agreement) -> None:
         """What the members agreed before a step, to the parts that act on it."""
         self.gradients.agreed(agreement.frames)
         self.gossiping.apply_now = agreement.ready == self.layout.group_size
+        self.gossiping.agree_version(agreement.version)
         self.job.pause_after_step = agreement.pause
 
     def _owner(self) -> int | None:

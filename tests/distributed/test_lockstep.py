@@ -28,11 +28,11 @@ def members(client) -> list[tuple[Lockstep, EpochWork]]:
     return run_both(lambda: member(0), lambda: member(1))
 
 
-def test_the_members_agree_on_batches_frames_gossip_and_the_newest_pause() -> None:
+def test_the_members_agree_on_batches_frames_gossip_the_newest_pause_and_membership_version() -> None:
     with job_store() as client:
         (a, _), (b, _) = members(client)
-        got = run_both(lambda: a.agree(True, 120, True, 0), lambda: b.agree(False, 0, True, 4))
-        assert got == [Agreement(have=1, frames=120, ready=2, pause=4)] * 2
+        got = run_both(lambda: a.agree(True, 120, True, 0, 2), lambda: b.agree(False, 0, True, 4, 1))
+        assert got == [Agreement(have=1, frames=120, ready=2, pause=4, version=2)] * 2
 
 
 def test_member_0_claims_for_both_until_the_epoch_runs_out() -> None:
