@@ -14,9 +14,9 @@ them, and collects each one's result or error:
 * learners that stop for a preemption make the job raise :class:`Preempted`.
 
 Learners are forked by a ``forkserver`` that has imported torch and the learner's code
-once: a spawned learner imports them itself, about 6 s of CPU each on these cores, so four
-learners cost half a minute before their first step (measured: two tests of four
-learners, 60.6 s of CPU spawned against 40.3 s). A fork of the server starts with the
+once (:data:`PRELOAD`): a spawned learner imports them itself, about 6 s of CPU each on these
+cores, so four learners cost half a minute before their first step (measured: two tests of
+four learners, 60.6 s of CPU spawned against 40.3 s). A fork of the server starts with the
 server's directory and environment, so each learner takes the launcher's own first.
 
 Each learner reports through a pipe of its own, not a ``multiprocessing.Queue``: a
@@ -40,6 +40,12 @@ from asrtrain.core.errors import AsrtrainError, Preempted, one_line
 log = logging.getLogger("asrtrain.distributed")
 
 FORWARDED = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+#: What the forkserver imports once for every learner: the trainer, and what a learner imports
+#: later on its own: h5py (the archive) and torch._dynamo (with sympy: torch's optimizers import
+#: it when built). Imported in each learner instead, they cost about 2.5 s of CPU per learner on
+#: these cores (test_failures' two 4-learner jobs and the 2-learner preemption test: 59.6 s of
+#: CPU in all against 34.4 s preloaded). Importing them starts no thread: the server may fork.
+PRELOAD = ("asrtrain.train.run", "h5py", "torch._dynamo")
 
 
 def _child(rank: int, nproc: int, port: int, fn: Callable[..., Any], args: tuple[Any, ...],
@@ -104,7 +110,7 @@ def launch_local(nproc: int, fn: Callable[..., Any], args: tuple[Any, ...], run_
     store = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,  # noqa: F841 - held open
                      timeout=timedelta(seconds=timeout_s))
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["asrtrain.train.run", fn.__module__])  # if it starts now
+    ctx.set_forkserver_preload([*PRELOAD, fn.__module__])  # if it starts now
     pipes = [ctx.Pipe(duplex=False) for _ in range(nproc)]
     env, cwd = dict(os.environ), os.getcwd()
     procs = [ctx.Process(target=_child, args=(r, nproc, port, fn, args, pipes[r][1], env, cwd),
