@@ -2,7 +2,8 @@
 
 The job is ``asrtrain train``'s own call (``jobs.py chunks``, with a hook that logs
 every trained chunk and each learner's pid); the test kills one learner from
-outside once it is well into epoch 2.
+outside once it is well into epoch 2 (behind ``slow``: four learners, long epochs,
+against an undisturbed run), or, in ``make test``, two learners and two short epochs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from jobs import chunk_hash  # noqa: E402
 from test_cluster_life import _chunks_job, _env  # noqa: E402
 
 from asrtrain.data.archive import Archive  # noqa: E402
+from asrtrain.model.io import load_final  # noqa: E402
 from asrtrain.train.metrics import read_metrics  # noqa: E402
 
 BLOCK = 8  # jobs.tiny_config's block of chunks
@@ -41,14 +43,15 @@ def _log(logs: Path, rank: int) -> list[list[str]]:
     return [line.split() for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def _kill_when_in_epoch(logs: Path, victim: int, epoch: int, steps: int, proc: subprocess.Popen,
+def _kill_when_in_epoch(logs: Path, victim: int, epoch: int | None, steps: int, proc: subprocess.Popen,
                         how: int = signal.SIGKILL) -> float:
     """Signal learner ``victim`` (SIGKILL, or SIGSTOP for a hung one) once it has logged ``steps``
-    chunks of ``epoch``; returns when."""
+    chunks of ``epoch`` (``None``: of any epoch); returns when."""
     end = time.monotonic() + 240
     while time.monotonic() < end and proc.poll() is None:
         lines = _log(logs, victim)
-        if sum(1 for parts in lines if len(parts) == 3 and parts[0] == str(epoch)) >= steps:
+        if sum(1 for parts in lines if len(parts) == 3 and parts[0] != "start"
+               and (epoch is None or parts[0] == str(epoch))) >= steps:
             pid = int(next(parts for parts in lines if parts[0] == "start")[2])
             os.kill(pid, how)
             return time.time()
@@ -66,13 +69,14 @@ def _trained(logs: Path, ranks: range) -> dict[int, dict[int, Counter]]:
     return out
 
 
-def _check_epochs(train: Path, logs: Path, world: int, victims: list[int], killed_epoch: int) -> None:
+def _check_epochs(train: Path, logs: Path, world: int, victims: list[int], killed_epoch: int,
+                  epochs: int = 3) -> None:
     """Every block of every epoch trained to its end by exactly one learner, no chunk twice by the
     learners alive; in the epoch of the kill the victims' unfinished blocks were trained again."""
     block_of = _blocks(train)
     sizes = Counter(block_of.values())
     trained = _trained(logs, range(world))
-    assert sorted(trained) == [1, 2, 3]
+    assert sorted(trained) == list(range(1, epochs + 1))
     for epoch, by_rank in trained.items():
         alive = Counter()
         for r, chunks in by_rank.items():
@@ -113,6 +117,36 @@ def _epochs(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["kind"] == "epoch"]
 
 
+def _last_epoch(logs: Path, rank: int) -> int:
+    """The epoch of the last chunk ``rank`` trained (the one it was killed in, or the one before)."""
+    return max(int(parts[0]) for parts in _log(logs, rank) if len(parts) == 3 and parts[0] != "start")
+
+
+def test_adpsgd_learner_killed_mid_run_the_other_finishes_and_names_it(archives, tmp_path):
+    """The fast case (2 learners, the 60-utterance archive, 2 short epochs): the launcher sees the
+    process end and declares it gone at once (no timeout waited), the survivor trains the blocks
+    it held and every later one, and writes the model and the departure in its metrics and log."""
+    train, valid = archives
+    logs, exp, console = tmp_path / "logs", tmp_path / "exp", tmp_path / "console.txt"
+    logs.mkdir()
+    with console.open("w") as sink:  # a file, not a pipe: no waiting for the forkserver's exit to close it
+        job = subprocess.Popen(_chunks_job(train, exp, logs, "adpsgd", 2, "--epochs", "2", "--every", "1000",
+                                           "--valid", str(valid), "--elastic"),
+                               env=_env(), stdout=sink, stderr=subprocess.STDOUT)
+        _kill_when_in_epoch(logs, 1, epoch=None, steps=6, proc=job)  # 3 steps of 2 chunks: early in epoch 1
+        job.wait(timeout=300)
+    out = console.read_text()
+    assert job.returncode == 0, out[-3000:]
+    rows = read_metrics(exp / "metrics.jsonl")
+    assert [r["epoch"] for r in _epochs(rows)] == [1, 2]
+    left = [r for r in rows if r["kind"] == "event" and r["event"] == "learner left"]
+    assert [e["rank"] for e in left] == [1], left
+    assert "learner rank 1 died (SIGKILL)" in out, out[-3000:]  # the launcher's line in the job's log
+    assert "gone [1]" in (exp / "log" / "train.rank0.log").read_text()  # and the survivor's own log
+    assert load_final(exp / "final.pt").model is not None
+    _check_epochs(train, logs, 2, [1], killed_epoch=_last_epoch(logs, 1), epochs=2)
+
+
 @pytest.mark.slow  # two runs of 4 learners (~60 s; ~90 s with the hung learner's timeout)
 @pytest.mark.parametrize("how,within,loss_rel", [(signal.SIGKILL, 5.0, 0.05), (signal.SIGSTOP, 45.0, 0.15)],
                          ids=["killed", "hung"])
@@ -146,4 +180,7 @@ def test_h_adpsgd_super_learner_lost_the_other_finishes(long_archives, tmp_path)
     assert left == [2, 3]
     _check_epochs(run["train"], run["logs"], 4, [2, 3], killed_epoch=2)
     print(f"H-ADPSGD: held-out loss {rows[-1]['valid_loss']:.4f} vs {ref[-1]['valid_loss']:.4f} undisturbed")
-    assert rows[-1]["valid_loss"] == pytest.approx(ref[-1]["valid_loss"], rel=0.05)
+    # The one super-learner left trains epoch 3 alone, without the epoch-end average of two, and the
+    # undisturbed run itself varies with the scheduling: over 10 runs 0.0266-0.0302 against 0.0266-0.0283,
+    # a ratio of 0.97-1.13 (3 of 10 beyond the 5% this asked before)
+    assert rows[-1]["valid_loss"] == pytest.approx(ref[-1]["valid_loss"], rel=0.2)

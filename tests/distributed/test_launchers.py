@@ -1,8 +1,8 @@
-"""Each strategy under torchrun and mpiexec (the --nproc launcher: test_mechanism.py).
+"""``asrtrain train`` under torchrun and mpiexec (the --nproc launcher: test_mechanism.py).
 
-``jobs.py`` runs the real Trainer for every strategy in one launch; the torchrun
-test also runs ``asrtrain train`` itself. Marked slow: each starts 4 fresh workers
-(~25 s on 2 busy cores).
+The fast tests run the command as a user does under each launcher: two learners, one
+short epoch. The slow ones go deeper: ``jobs.py`` runs the real Trainer for every
+strategy in one launch of 4 fresh workers (~25 s on 2 busy cores each).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ sys.path.insert(0, str(HERE))
 from cli_run import TINY, epoch_rows  # noqa: E402
 from needs import missing  # noqa: E402
 
+from asrtrain.data.archive import Archive  # noqa: E402
+
 
 def check_result(out: Path, launcher: str, blocks: int) -> None:
     result = json.loads(out.read_text())
@@ -42,8 +44,6 @@ def check_result(out: Path, launcher: str, blocks: int) -> None:
 
 def _blocks(train: Path) -> int:
     """Blocks of 8 chunks in the archive (jobs.tiny_config's block size)."""
-    from asrtrain.data.archive import Archive
-
     return math.ceil(Archive(train).num_chunks / 8)
 
 
@@ -58,6 +58,43 @@ def _env() -> dict[str, str]:
     for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PMI_RANK", "PMI_SIZE"):
         env.pop(key, None)
     return env
+
+
+def _mpiexec() -> str:
+    """The mpiexec of the venv (the mpich wheel) or of the system; missing: a skip, a failure under CI."""
+    mpiexec = BIN / "mpiexec"
+    found = str(mpiexec) if mpiexec.exists() else shutil.which("mpiexec")
+    if found is None:
+        missing("no mpiexec (pip install mpich; the mpi extra of make install installs it)")
+    return found
+
+
+def _train_two_learners(launch: list[str], archives, exp: Path) -> subprocess.CompletedProcess:
+    """``LAUNCH asrtrain train`` on two learners (ADPSGD, one epoch); checks what must hold under any
+    launcher: one job of both ranks, the epoch shared (every frame once), rank 0 writing the run's files."""
+    train, valid = archives
+    proc = _run([*launch, str(BIN / "asrtrain"), "train", str(train), str(exp), "--valid", str(valid), *TINY,
+                 "--strategy", "adpsgd", "--epochs", "1"], _env())
+    rows = epoch_rows(exp)
+    assert [r["epoch"] for r in rows] == [1], rows
+    assert rows[0]["train_frames"] == sum(u[3] for u in Archive(train).utterances)
+    assert (exp / "final.pt").is_file() and "final model: " in proc.stdout
+    assert len([p for p in (exp / "log").glob("train.*.log") if ".rank" not in p.name]) == 1
+    for rank in (0, 1):
+        assert f"rank {rank} epoch 1: " in (exp / "log" / f"train.rank{rank}.log").read_text()
+    return proc
+
+
+def test_torchrun_runs_two_learners_of_the_command_line(archives, tmp_path):
+    torchrun = BIN / "torchrun"
+    if not torchrun.exists():
+        missing("no torchrun beside the venv's python (it comes with torch)")
+    _train_two_learners([str(torchrun), "--standalone", "--nproc-per-node", "2"], archives, tmp_path / "exp")
+
+
+@pytest.mark.mpi
+def test_mpiexec_runs_two_learners_of_the_command_line(archives, tmp_path):
+    _train_two_learners([_mpiexec(), "-n", "2"], archives, tmp_path / "exp")
 
 
 @pytest.mark.slow
@@ -85,10 +122,6 @@ def test_torchrun_runs_the_command_line(archives, tmp_path):
 @pytest.mark.slow
 @pytest.mark.mpi
 def test_mpiexec(archives, tmp_path):
-    mpiexec = BIN / "mpiexec"
-    if not mpiexec.exists() and shutil.which("mpiexec") is None:
-        missing("no mpiexec (pip install mpich; the mpi extra of make install installs it)")
     out = tmp_path / "result.json"
-    exe = str(mpiexec) if mpiexec.exists() else shutil.which("mpiexec")
-    _run([exe, "-n", "4", sys.executable, str(JOB), str(out), str(archives[0]), str(tmp_path / "exp")], _env())
+    _run([_mpiexec(), "-n", "4", sys.executable, str(JOB), str(out), str(archives[0]), str(tmp_path / "exp")], _env())
     check_result(out, "mpich", _blocks(archives[0]))
