@@ -169,8 +169,10 @@ def _open_files() -> list[Any]:
     """Every open Python file object (stdout and stderr last): a file left open in a global
     is flushed by the teardown skipped here."""
     streams: list[Any] = [sys.stdout, sys.stderr]
+    # type(), not isinstance(): isinstance reads __class__, which some objects compute (torch's
+    # deprecated reduce_op warns when touched)
     files: list[Any] = [obj for obj in gc.get_objects()
-             if isinstance(obj, io.IOBase) and not obj.closed and obj not in streams]
+                        if issubclass(type(obj), io.IOBase) and obj not in streams and not obj.closed]
     return files + streams
 
 
