@@ -117,6 +117,61 @@ def mini_lang(mini_corpus: Path, tmp_path_factory) -> tuple[Path, dict]:
     return out, figures
 
 
+@pytest.fixture(scope="session")
+def tiny_mfcc(tiny_corpus: Path, tmp_path_factory) -> Path:
+    """MFCC (13, with per-speaker CMVN stats) of the tiny corpus: OUT/{train,dev,test}, by
+    ``prepare features`` in this process (its record beside them, as export reads it)."""
+    from click.testing import CliRunner
+
+    from asrtrain.cli.main import cli
+
+    out = tmp_path_factory.mktemp("tiny_mfcc")
+    for split in ("train", "dev", "test"):
+        res = CliRunner().invoke(cli, ["prepare", "features", str(tiny_corpus / split),
+                                       str(out / split), "--type", "mfcc", "--nj", "1"])
+        assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture(scope="session")
+def one_process(tiny_corpus: Path, tiny_mfcc: Path, tmp_path_factory) -> Path:
+    """The small ladder of ``tests/align/ladder_runs`` in one process (``--nj 1``): what
+    every kind of jobs must give (tests/align), and the aligner of tests/transcribe's SAT
+    model."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "align"))
+    from ladder_runs import run
+
+    out = tmp_path_factory.mktemp("nj1") / "ali"
+    report = run(tiny_corpus, tiny_mfcc, out, 1)
+    assert report["stages"]["mono"]["jobs"] == 1
+    return out
+
+
+@pytest.fixture(scope="session")
+def gmm_lang(one_process: Path, tiny_corpus: Path, tmp_path_factory) -> Path:
+    """``prepare lang`` on the ladder's alignments (order 2, about 100 pdfs), as a recipe
+    makes it after stage align."""
+    from asrtrain.lang.prepare import prepare_lang
+
+    out = tmp_path_factory.mktemp("gmm_lang") / "lang"
+    prepare_lang(tiny_corpus / "dict", tiny_corpus / "lm_text", one_process, out, order=2,
+                 num_pdfs=100)
+    return out
+
+
+@pytest.fixture(scope="session")
+def gmm_graphs(gmm_lang: Path, one_process: Path, tmp_path_factory) -> Path:
+    """``prepare gmm-graph`` of the ladder's mono and SAT rungs: OUT/mono, OUT/sat (the
+    tree the tri, LDA+MLLT and SAT rungs share)."""
+    from asrtrain.lang.gmm_graph import build_gmm_graph
+
+    out = tmp_path_factory.mktemp("gmm_graphs")
+    for rung in ("mono", "sat"):
+        build_gmm_graph(gmm_lang, one_process / "models" / f"{rung}.pt", out / rung)
+        assert (out / rung / "HCLG.fst").is_file()
+    return out
+
+
 def _cli_bin() -> str:
     return str(Path(sys.executable).parent / "asrtrain")
 

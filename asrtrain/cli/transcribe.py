@@ -86,7 +86,9 @@ def transcribe(ctx: click.Context, model: Path, audio: tuple[Path, ...], out: Pa
         click.echo(f"transcribed {len(report.transcripts)} of {total} inputs"
                    f"{f' ({len(report.failures)} failed)' if report.failures else ''}: "
                    f"{report.audio_seconds:.1f} s of audio in {report.wall_seconds:.1f} s, real-time "
-                   f"factor {report.rtf or 0:.3f} (network on {report.device})"
+                   f"factor {report.rtf or 0:.3f} (network on {report.device}"
+                   + (f"; SAT first pass {report.first_pass['seconds']:.1f} s"
+                      if report.first_pass else "") + ")"
                    + (f"; {', '.join(str(out / FILE_NAMES[f]) for f in fmts)}" if out else ""),
                    err=True)
 

@@ -36,7 +36,8 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   sat``, the stream Kaldi's nnet recipes read) did beat logmel alone on speechocean762 by 4.9
   and 4.6 points of test WER (two seeds, 5 epochs; at 8 epochs 54.3 and 54.4% against the SAT
   GMM's 55.8%, recipes/speechocean762/RESULTS.md); it is not the
-  default yet because an exported model cannot run that first pass (``asrtrain transcribe``).
+  default yet. An exported model now runs that first pass (``asrtrain transcribe``; its cost
+  in docs/transcribing.md), which was the reason given before.
 """
 
 from __future__ import annotations

@@ -71,10 +71,18 @@ def first_pass_paths(decode_dir: Path, lmwt: float, want: set[str]) -> dict[str,
         for utt, lat in read_archive(path):
             if utt not in want:
                 continue
-            best = lat.best_path(lmwt)
-            if best is not None and best.pdfs:
-                out[utt] = np.asarray(best.pdfs, dtype=np.int64)
+            pdfs = path_pdfs(lat, lmwt)
+            if pdfs is not None:
+                out[utt] = pdfs
     return out
+
+
+def path_pdfs(lat: Any, lmwt: float) -> np.ndarray | None:
+    """The pdf of every frame on a lattice's best path at LM weight ``lmwt`` (None: no path)."""
+    best = lat.best_path(lmwt)
+    if best is None or not best.pdfs:
+        return None
+    return np.asarray(best.pdfs, dtype=np.int64)
 
 
 def check_first_pass(decode_dir: Path, tree: Any) -> None:
@@ -95,15 +103,25 @@ def check_first_pass(decode_dir: Path, tree: Any) -> None:
 def estimate_transforms(scorer: Any, decode_dir: Path, lmwt: float
                         ) -> tuple[dict[str, np.ndarray], FirstPass]:
     """Every speaker's fMLLR transform against the scorer's SAT model from the first pass."""
+    check_first_pass(decode_dir, scorer.rung.tree)
+    paths = first_pass_paths(decode_dir, lmwt, {u for u, _ in scorer.utterances()})
+    transforms, report = transforms_from_paths(scorer, paths)
+    log_report(report, decode_dir)
+    return transforms, report
+
+
+def transforms_from_paths(scorer: Any, paths: dict[str, np.ndarray]
+                          ) -> tuple[dict[str, np.ndarray], FirstPass]:
+    """Every speaker's fMLLR transform against the scorer's SAT model, each utterance's
+    frames labelled by ``paths`` (utt → pdf per frame; an utterance without one adds no
+    frames). ``transcribe`` hands the paths of its own first pass here."""
     import torch
 
     from asrtrain.adapt.fmllr import choose_kind, identity, update
     from asrtrain.align.ladder import fmllr_stats
 
     rung = scorer.rung
-    check_first_pass(decode_dir, rung.tree)
     frames = dict(scorer.utterances())
-    paths = first_pass_paths(decode_dir, lmwt, set(frames))
     sil = rung.silence_pdfs
     report = FirstPass()
     by_spk: dict[str, list[str]] = {}
@@ -137,11 +155,12 @@ def estimate_transforms(scorer: Any, decode_dir: Path, lmwt: float
                      len(xs), len(utts))
         report.kinds[kind] += 1
         transforms[spk] = w.numpy()
-    _log_report(report, decode_dir)
     return transforms, report
 
 
-def _log_report(report: FirstPass, decode_dir: Path) -> None:
+def log_report(report: FirstPass, decode_dir: Path) -> None:
+    """The counts in the log (a warning for utterances without a path); a length mismatch
+    (a first pass of other features) is an InputError."""
     log.info("fMLLR from the first pass %s: transforms %s", decode_dir, dict(report.kinds))
     if report.no_path:
         log.warning("%d utterances have no path in the first pass (their frames add nothing to "

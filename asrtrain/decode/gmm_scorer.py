@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,13 +26,16 @@ class GmmScorer:
     """log p(x_t | pdf) of a rung's GMMs on a features dir's utterances."""
 
     def __init__(self, model_path: Path, feats_dir: Path, num_pdfs: int | None,
-                 transforms: dict[str, np.ndarray] | None = None) -> None:
+                 transforms: dict[str, np.ndarray] | None = None, rung: Any = None) -> None:
+        """``rung``: the model file already loaded (``load_rung``; its front end's speaker
+        transforms are replaced by ``transforms``), so a caller scoring many features dirs
+        with one model reads it once."""
         from asrtrain.align.feats import FeatTables
         from asrtrain.align.saved import load_rung
         from asrtrain.data.kaldi_dir import read_utt2spk
 
         self.model_path = Path(model_path)
-        self.rung = load_rung(self.model_path)
+        self.rung = rung if rung is not None else load_rung(self.model_path)
         self.num_pdfs = self.rung.model.num_pdfs
         if num_pdfs is not None and num_pdfs != self.num_pdfs:
             raise InputError(f"the model has {self.num_pdfs} pdfs, the graph {num_pdfs}: graph "

@@ -1,9 +1,10 @@
 """An exported model directory, opened: the manifest checked, then plain data read.
 
-Nothing in the directory is executed: JSON, numpy arrays (no pickles), the network
-through ``torch.load(weights_only=True)``, the graph as FST bytes. A directory that is
-not a model, or whose files differ from the manifest's checksums, is refused in one line
-before anything else is read.
+Nothing in the directory is executed: JSON, numpy arrays (no pickles), the network and
+the SAT first pass's GMMs through ``torch.load(weights_only=True)``, the graphs as FST
+bytes. A directory that is not a model, whose files differ from the manifest's checksums,
+or whose manifest lacks a file its streams need, is refused in one line before anything
+else is read.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from asrtrain.core.errors import InputError
 from asrtrain.transcribe import manifest
-from asrtrain.transcribe.settings import ModelSettings
+from asrtrain.transcribe.settings import STREAM_FILES, ModelSettings
 
 
 @dataclass
@@ -38,7 +39,13 @@ class ModelBundle:
             raw = json.loads((root / "settings.json").read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InputError(f"settings.json is damaged ({type(exc).__name__})", root) from None
-        return cls(root=root, settings=ModelSettings.from_dict(raw), manifest=data)
+        settings = ModelSettings.from_dict(raw)
+        for spec in settings.streams:
+            for name in STREAM_FILES.get(spec.kind, ()):
+                if f"{spec.kind}/{name}" not in data["files"]:
+                    raise InputError(f"damaged model: the manifest lists no {spec.kind}/{name} "
+                                     f"(its {spec.kind} stream {spec.name!r} needs it)", root)
+        return cls(root=root, settings=settings, manifest=data)
 
     @property
     def final(self) -> Path:
@@ -49,5 +56,5 @@ class ModelBundle:
         return self.root / "graph"
 
     def stream_model(self, kind: str) -> Path:
-        """The directory of the i-vector extractor or the fMLLR model."""
+        """The directory of the i-vector extractor, the fMLLR model or the SAT first pass."""
         return self.root / kind

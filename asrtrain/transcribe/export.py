@@ -9,11 +9,15 @@ Layout of OUT::
     graph/            HCLG.fst, words.txt, phones.txt, tree, info.json, align_lexicon.txt
     ivector/          ubm.npz, extractor.npz      (when the network reads i-vectors)
     fmllr/            lda.mat, gmm/gmm.npz        (when it reads global fMLLR features)
+    sat/              lda.pt, sat.pt, graph/      (when it reads SAT fMLLR features: the
+                      LDA+MLLT and SAT GMMs, the graph of their first pass, as graph/ above)
 
 Nothing is found by a recipe's conventions alone: the streams come from the records the
 training run left (``sources.py``), the graph from the model's alignments (``lang/graph``
 beside ``lang/pdf_ali``) unless ``--graph`` says otherwise, the setting from the dev
-decode's ``best_wer`` unless ``--lmwt`` says otherwise.
+decode's ``best_wer`` unless ``--lmwt`` says otherwise, a SAT stream's first pass from
+the held-out archives' records (the pick's, then the training run's ``--valid``) unless
+``--first-pass`` names the SAT decode.
 """
 
 from __future__ import annotations
@@ -26,14 +30,12 @@ from typing import Any
 
 from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.transcribe import manifest
-from asrtrain.transcribe.settings import DEFAULT_SEARCH, DecodeSetting, ModelSettings, StreamSpec
+from asrtrain.transcribe.settings import DEFAULT_SEARCH, STREAM_FILES, DecodeSetting, ModelSettings
 
 log = logging.getLogger("asrtrain.export")
 
 #: The graph files decoding reads (``decode/graph_dir.py``).
 GRAPH_FILES = ("HCLG.fst", "words.txt", "phones.txt", "tree", "info.json", "align_lexicon.txt")
-#: The model files of each stream kind, relative to its model directory.
-STREAM_FILES = {"ivector": ("ubm.npz", "extractor.npz"), "fmllr": ("lda.mat", "gmm/gmm.npz")}
 #: Where a training run (``asrtrain train``) or a recipe's exp dir keeps the network.
 MODEL_NAMES = ("final.pt", "blstm/final.pt")
 
@@ -105,9 +107,12 @@ def _copy(src: Path, dest: Path) -> None:
 
 def export_model(exp: Path, out: Path, graph: Path | None = None, pick_on: Path | None = None,
                  lmwt: float | None = None, wip: float | None = None,
-                 search: dict[str, Any] | None = None) -> dict[str, Any]:
+                 search: dict[str, Any] | None = None, first_pass: Path | None = None,
+                 first_pass_lmwt: float | None = None) -> dict[str, Any]:
     """Write the model directory OUT from the training run EXP; returns the manifest.
-    ``search`` overrides the dev decode's search settings (``DEFAULT_SEARCH``'s keys)."""
+    ``search`` overrides the dev decode's search settings (``DEFAULT_SEARCH``'s keys);
+    ``first_pass`` names the SAT decode of a SAT stream's first pass (found from the records
+    when None), ``first_pass_lmwt`` the LM weight of its best paths."""
     from asrtrain.core.atomic import atomic_path
     from asrtrain.decode.graph_dir import GraphInfo
     from asrtrain.decode.loglikes import model_tree_id
@@ -133,11 +138,15 @@ def export_model(exp: Path, out: Path, graph: Path | None = None, pick_on: Path 
             raise ConfigError(f"unknown search setting {key!r}")
         if value is not None:
             setattr(setting, key, type(DEFAULT_SEARCH[key])(value))
-    specs, sources = [], []
-    for entry in model_streams(final):
-        spec, source = stream_source(entry)
-        specs.append(spec)
-        sources.append(source)
+    sources = [stream_source(entry) for entry in model_streams(final)]
+    if (first_pass is not None or first_pass_lmwt is not None) \
+            and all(s.spec is not None for s in sources):
+        raise ConfigError("--first-pass and --first-pass-lmwt are for a network reading SAT "
+                          "fMLLR features; this one reads "
+                          + "+".join(s.spec.kind for s in sources if s.spec is not None))
+    sources = [_with_first_pass(s, model_path, final.meta, pick_on, first_pass, first_pass_lmwt)
+               if s.spec is None else s for s in sources]
+    specs = [s.spec for s in sources if s.spec is not None]
     rates = {int(s.features["sample_rate"]) for s in specs}
     if len(rates) != 1:
         raise InputError(f"the streams were computed at different sample rates {sorted(rates)}",
@@ -148,13 +157,49 @@ def export_model(exp: Path, out: Path, graph: Path | None = None, pick_on: Path 
                              decode=setting, tree_id=info.tree_id)
     with atomic_path(out) as tmp:
         tmp.mkdir(parents=True)
-        files = _write_files(tmp, model_path, graph, specs, sources, settings)
+        files = _write_files(tmp, model_path, graph, sources, settings)
         data = manifest.build(tmp, files, {"source": {"model": str(model_path.resolve()),
                                                       "graph": str(Path(graph).resolve())}})
         (tmp / manifest.MANIFEST).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     log.info("exported %s (%d files, streams %s, LM weight %g, penalty %g) to %s", model_path,
              len(files), "+".join(s.name for s in specs), setting.lmwt, setting.wip, out)
     return data
+
+
+def _with_first_pass(source: Any, model_path: Path, meta: dict[str, Any],
+                     pick_on: Path | None, first_pass: Path | None,
+                     lmwt: float | None) -> Any:
+    """A SAT stream completed with its first pass: ``first_pass`` (the SAT decode), else
+    the one the records of a held-out archive lead to (the pick's decode, then ``--valid``)."""
+    from asrtrain.transcribe.sources import (
+        decode_record,
+        held_out_first_pass,
+        recorded_path,
+        sat_first_pass,
+    )
+
+    if first_pass is None:
+        archives = []
+        pick = pick_on or model_path.parent / "decode_dev"
+        if (pick / "decode.config.yaml").is_file():
+            record, rec = decode_record(pick)
+            archives.append(recorded_path(record, rec, "data"))
+        valid = (meta.get("train_config") or {}).get("valid")
+        if valid:
+            archives.append(Path(str(valid)))
+        for archive in archives:
+            first_pass = held_out_first_pass(archive, source.name) if archive else None
+            if first_pass is not None:
+                break
+    if first_pass is None:
+        raise InputError(f"stream {source.name!r} is SAT fMLLR ({source.files['sat.pt']}): no "
+                         "record leads to the GMM first pass its held-out speakers were adapted "
+                         "with; give --first-pass DIR (the SAT model's decode --first-pass, e.g. "
+                         "exp/gmm/decode_sat_dev)", model_path)
+    sat = sat_first_pass(source, first_pass, lmwt)
+    assert sat.spec is not None
+    log.info("stream %s: SAT fMLLR, %s", source.name, sat.spec.options["picked"])
+    return sat
 
 
 def _setting(model_path: Path, pick_on: Path | None, lmwt: float | None, wip: float | None
@@ -174,22 +219,22 @@ def _setting(model_path: Path, pick_on: Path | None, lmwt: float | None, wip: fl
     return setting
 
 
-def _write_files(root: Path, model_path: Path, graph: Path, specs: list[StreamSpec],
-                 sources: list[Path | None], settings: ModelSettings) -> list[str]:
+def _write_files(root: Path, model_path: Path, graph: Path, sources: list[Any],
+                 settings: ModelSettings) -> list[str]:
     """Copy the files into ``root``; their relative names."""
     files = ["final.pt", "settings.json"]
     _copy(model_path, root / "final.pt")
     for name in GRAPH_FILES:
         _copy(Path(graph) / name, root / "graph" / name)
         files.append(f"graph/{name}")
-    for spec, source in zip(specs, sources, strict=True):
-        if spec.kind in STREAM_FILES:
-            assert source is not None
-            if (root / spec.kind).exists():
-                raise InputError(f"two {spec.kind} streams: export carries one", model_path)
-            for name in STREAM_FILES[spec.kind]:
-                _copy(source / name, root / spec.kind / name)
-                files.append(f"{spec.kind}/{name}")
+    for source in sources:
+        kind = source.spec.kind
+        if kind in STREAM_FILES:
+            if (root / kind).exists():
+                raise InputError(f"two {kind} streams: export carries one", model_path)
+            for name in STREAM_FILES[kind]:
+                _copy(source.files[name], root / kind / name)
+                files.append(f"{kind}/{name}")
     (root / "settings.json").write_text(json.dumps(settings.to_dict(), indent=2) + "\n",
                                         encoding="utf-8")
     return files

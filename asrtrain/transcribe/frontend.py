@@ -2,7 +2,8 @@
 
 Each stream of the model is computed by the library function its training stream came
 from: ``prepare features`` (with the recorded options, CMVN per speaker), ``prepare
-ivectors`` with the exported extractor, ``prepare fmllr`` with the exported LDA and GMM;
+ivectors`` with the exported extractor, ``prepare fmllr`` with the exported LDA and GMM,
+``prepare fmllr-feats`` with the transforms of the GMM first pass (``first_pass.py``);
 then ``prepare archive`` fuses them into the same float16 chunks. So new recordings are
 treated as the training, dev and test sets were, down to the dither's seed.
 """
@@ -23,9 +24,11 @@ log = logging.getLogger("asrtrain.transcribe")
 #: Loggers of the stages the front end runs, and the level they are held at: their INFO
 #: lines (work dirs, counts, progress) are about a temporary directory, not the user's files;
 #: fMLLR's per-speaker notes ("a diagonal transform instead of a full one") would be one line
-#: per segment with --speaker-per segment. Warnings about the user's files still show.
+#: per segment with --speaker-per segment; so would the SAT first pass's (``asrtrain.decode``:
+#: the transcriber sums them in one line). Warnings about the user's files still show.
 STAGE_LOGGERS = {"asrtrain.features": logging.WARNING, "asrtrain.archive": logging.WARNING,
-                 "asrtrain.progress": logging.WARNING, "asrtrain.adapt": logging.ERROR}
+                 "asrtrain.progress": logging.WARNING, "asrtrain.adapt": logging.ERROR,
+                 "asrtrain.decode": logging.WARNING}
 
 
 @contextlib.contextmanager
@@ -55,13 +58,19 @@ def _features(data: Path, work: Path, options: dict[str, Any], made: dict[str, P
 
 
 def _stream(spec: StreamSpec, bundle: ModelBundle, data: Path, work: Path,
-            made: dict[str, Path]) -> Any:
+            made: dict[str, Path], first_pass: Any, figures: dict[str, Any]) -> Any:
     """The ``fuse.Stream`` of one spec, its scp computed under ``work``."""
     from asrtrain.data.fuse import Stream, kaldi_ivector_period, read_cmvn_scp
 
     feats = _features(data, work, spec.features, made)
     if spec.kind == "features":
         scp = feats / "feats.scp"
+    elif spec.kind == "sat":
+        if first_pass is None:
+            from asrtrain.transcribe.first_pass import SatFirstPass
+
+            first_pass = SatFirstPass(bundle.stream_model("sat"), spec)
+        scp, figures["first_pass"] = first_pass.features(feats, work / f"sat_{spec.name}")
     elif spec.kind == "ivector":
         from asrtrain.adapt.ivector import prepare_ivectors
 
@@ -88,15 +97,20 @@ def _stream(spec: StreamSpec, bundle: ModelBundle, data: Path, work: Path,
     return stream
 
 
-def build_input(bundle: ModelBundle, data: Path, work: Path) -> tuple[Path, dict[str, str]]:
-    """The input archive of the utterances of ``data``; and the skipped ones, with reasons."""
+def build_input(bundle: ModelBundle, data: Path, work: Path, first_pass: Any = None,
+                figures: dict[str, Any] | None = None) -> tuple[Path, dict[str, str]]:
+    """The input archive of the utterances of ``data``; and the skipped ones, with reasons.
+    ``first_pass``: the model's SAT first pass, loaded (``SatFirstPass``; else loaded here
+    when a stream needs it); its figures go to ``figures["first_pass"]``."""
     from asrtrain.data.archive_writer import write_archive
     from asrtrain.data.kaldi_dir import read_table, read_utt2spk
 
     made: dict[str, Path] = {}
     out = work / "input.h5"
+    figures = {} if figures is None else figures
     with quiet_stages():
-        streams = [_stream(spec, bundle, data, work, made) for spec in bundle.settings.streams]
+        streams = [_stream(spec, bundle, data, work, made, first_pass, figures)
+                   for spec in bundle.settings.streams]
         summary = write_archive(out, streams, utt2spk=read_utt2spk(data / "utt2spk"),
                                 chunk=bundle.settings.chunk, tolerance=bundle.settings.tolerance)
     skipped: dict[str, str] = {}

@@ -48,6 +48,7 @@ class Report:
     wall_seconds: float
     cpu_seconds: float
     device: str
+    first_pass: dict[str, Any] | None = None   # SAT input: transforms by kind, no_path, seconds
 
     @property
     def rtf(self) -> float | None:

@@ -19,8 +19,18 @@ from asrtrain.decode.grid import (
     DEFAULT_MAX_ACTIVE,
 )
 
-#: The kinds of stream an exported model can make again from audio.
-STREAM_KINDS = ("features", "ivector", "fmllr")
+#: The kinds of stream an exported model can make again from audio: features (logmel,
+#: MFCC…), online i-vectors, global fMLLR (``prepare fmllr``), and SAT fMLLR (the aligner's
+#: SAT model, each speaker's transform from a GMM first pass, ``first_pass.py``).
+STREAM_KINDS = ("features", "ivector", "fmllr", "sat")
+#: The model files each stream kind needs, relative to ``OUT/<kind>/``.
+STREAM_FILES = {"ivector": ("ubm.npz", "extractor.npz"), "fmllr": ("lda.mat", "gmm/gmm.npz"),
+                "sat": ("lda.pt", "sat.pt", "graph/HCLG.fst", "graph/words.txt",
+                        "graph/phones.txt", "graph/tree", "graph/info.json",
+                        "graph/align_lexicon.txt")}
+#: What a SAT stream's first pass records (its ``options``): the LDA+MLLT GMM's lattice
+#: search, and the LM weight of the best paths the transforms are estimated from.
+FIRST_PASS_KEYS = ("acwt", "beam", "max_active", "lattice_beam", "lmwt")
 #: Kaldi's decode.sh search settings, used when the dev decode recorded none.
 DEFAULT_SEARCH = {"acwt": DEFAULT_ACWT, "beam": DEFAULT_BEAM, "max_active": DEFAULT_MAX_ACTIVE,
                   "lattice_beam": DEFAULT_LATTICE_BEAM}
@@ -31,16 +41,22 @@ class StreamSpec:
     """One input stream: how to compute it, and its place in the model's input."""
 
     name: str
-    kind: str                            # features | ivector | fmllr
+    kind: str                            # features | ivector | fmllr | sat
     features: dict[str, Any]             # FeatureConfig fields of the stream (or of its MFCCs)
     cmvn: str | None = None              # None, "means" or "vars" (per speaker)
     period: int | None = None            # online i-vectors: one row per period frames
     online: bool = True                  # i-vectors: online (rows) or one per utterance
-    options: dict[str, Any] = field(default_factory=dict)  # fMLLR: lda_dim, splice, iters…
+    options: dict[str, Any] = field(default_factory=dict)  # fMLLR: lda_dim, splice, iters…;
+    #                                     SAT: the first pass (FIRST_PASS_KEYS, and "picked")
 
     def __post_init__(self) -> None:
         if self.kind not in STREAM_KINDS:
             raise InputError(f"stream {self.name!r}: unknown kind {self.kind!r}")
+        if self.kind == "sat":
+            missing = [k for k in FIRST_PASS_KEYS if k not in self.options]
+            if missing:
+                raise InputError(f"stream {self.name!r}: the SAT first pass has no "
+                                 f"{', '.join(missing)}")
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """The Python API: ``Transcriber("model/").transcribe("a.wav")``.
 
 One object holds the verified model: the network (on the GPU when there is one), the
-graph loaded once for the lattice search, the front end's settings. Each call makes a
-work data dir of its inputs (``inputs.py``), the network's input archive
+graph loaded once for the lattice search, the front end's settings (and, for a network
+reading SAT fMLLR features, the GMM first pass's models and graph, ``first_pass.py``).
+Each call makes a work data dir of its inputs (``inputs.py``), the network's input archive
 (``frontend.py``), searches each utterance for a lattice at the exported search
 settings, takes the best path at the LM weight and penalty picked on dev (as ``decode
 --lattices`` and the sweep do) and word confidences from the lattice's posteriors.
@@ -48,6 +49,12 @@ class Transcriber:
                                                         lattice_beam=d.lattice_beam), Path(tmp))
         self.columns = self.decoder.columns(self.graph.num_pdfs)
         self.labels = self.graph.label_info(None)
+        self.first_pass = None
+        sat = [s for s in self.settings.streams if s.kind == "sat"]
+        if sat:
+            from asrtrain.transcribe.first_pass import SatFirstPass
+
+            self.first_pass = SatFirstPass(self.bundle.stream_model("sat"), sat[0])
 
     def transcribe(self, audio: str | os.PathLike[str], **options: Any) -> Transcript:
         """The transcript of one recording (``options`` as :meth:`run`); an input that
@@ -70,13 +77,19 @@ class Transcriber:
                                max_seconds, segment_speakers)
             for note in plan.notes:
                 log.warning("%s", note)
-            transcripts, frames = self._decode_plan(plan, Path(tmp), progress)
-        return Report(transcripts=transcripts, failures=plan.failures,
-                      audio_seconds=sum(plan.durations.values()) or frames * FRAME_SHIFT,
-                      wall_seconds=time.perf_counter() - t0,
-                      cpu_seconds=time.process_time() - c0, device=str(self.network.device))
+            figures: dict[str, Any] = {}
+            transcripts, frames = self._decode_plan(plan, Path(tmp), progress, figures)
+        report = Report(transcripts=transcripts, failures=plan.failures,
+                        audio_seconds=sum(plan.durations.values()) or frames * FRAME_SHIFT,
+                        wall_seconds=time.perf_counter() - t0,
+                        cpu_seconds=time.process_time() - c0, device=str(self.network.device),
+                        first_pass=figures.get("first_pass"))
+        if report.first_pass is not None:
+            _log_first_pass(report)
+        return report
 
-    def _decode_plan(self, plan: Plan, work: Path, progress: Any) -> tuple[list[Transcript], int]:
+    def _decode_plan(self, plan: Plan, work: Path, progress: Any, figures: dict[str, Any]
+                     ) -> tuple[list[Transcript], int]:
         """Front end, network and search over the plan's utterances."""
         from asrtrain.data.shards import open_archive
         from asrtrain.transcribe.frontend import build_input
@@ -84,7 +97,8 @@ class Transcriber:
         if not plan.pieces:
             return [], 0
         try:
-            archive_path, skipped = build_input(self.bundle, plan.data_dir, work / "front")
+            archive_path, skipped = build_input(self.bundle, plan.data_dir, work / "front",
+                                                self.first_pass, figures)
         except AsrtrainError as exc:  # nothing usable in any input
             plan.failures.extend(Failure(s, f"{s}: {exc}") for s in sorted(set(plan.sources.values())))
             return [], 0
@@ -140,3 +154,18 @@ class Transcriber:
         confs = word_confidences(lat, arcs, d.lmwt, d.wip)
         return [Word(w, round(offset + s * FRAME_SHIFT, 2), round(offset + (s + n) * FRAME_SHIFT, 2),
                      round(c, 4)) for (w, s, n), c in zip(times, confs, strict=True)]
+
+
+def _log_first_pass(report: Report) -> None:
+    """The SAT first pass in one line (a warning where speakers kept no transform)."""
+    fp = report.first_pass or {}
+    kinds = fp.get("transforms", {})
+    line = (f"SAT first pass: {sum(kinds.values())} speakers, transforms "
+            f"{', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}; "
+            f"{fp.get('no_path', 0)} utterances without a path; "
+            f"{fp.get('cpu_seconds', 0.0):.2f} s CPU")
+    if kinds.get("none") or fp.get("no_path"):
+        log.warning("%s (a speaker without a transform is given speaker-independent features)",
+                    line)
+    else:
+        log.info("%s", line)

@@ -26,11 +26,6 @@ die() { echo "$0: $*" >&2; exit 2; }
 [ -f "$data/wav.scp" ] || die "--data $data: no wav.scp (a Kaldi data dir)"
 model=${model:-$exp/model}
 if [ ! -f "$model/manifest.json" ]; then
-  streams= fmllr_source=
-  if [ -f "$exp/streams.sh" ]; then . "$exp/streams.sh"; fi
-  if [[ ",$streams," == *",fmllr,"* ]] && [ "$fmllr_source" = sat ]; then
-    die "$model: not exported: the network reads SAT fMLLR features (--fmllr-source sat), which asrtrain export does not carry yet (it needs the GMM first pass)"
-  fi
   die "$model/manifest.json not found: train and export with run.sh first (its last stage, export)"
 fi
 asrtrain transcribe "$model" "$data" --out "$out" --format text --format ctm --threads "$threads"

@@ -17,7 +17,7 @@
 #   decode    the splits after train, one lattice search an utterance, the LM-weight grid
 #   score     the test split at the setting picked on dev (an oracle without dev)
 #   export    the BLSTM at that setting as one model dir, $exp/model (asrtrain export), which
-#             asrtrain transcribe reads
+#             asrtrain transcribe reads (with --fmllr-source sat, the GMM first pass too)
 # The report of stage score is printed once every stage has run: the last line is the test WER.
 # A recipe replaces a stage NAME (or adds one: swbd's graph) by defining local_NAME before
 # sourcing this file, and adjusts names after its options are read with local_setup.
@@ -303,7 +303,7 @@ stream_scp() {   # stream_scp NAME SPLIT: a recipe's own ${split}_${name}_scp (s
 
 hybrid_archive() {
   echo "=== stage $1: HDF5 archives ($streams)"
-  mkdir -p "$exp"; printf '%s\n' "streams=$streams" "fmllr_source=$fmllr_source" > "$exp/streams.sh"   # for transcribe.sh
+  mkdir -p "$exp"; printf '%s\n' "streams=$streams" "fmllr_source=$fmllr_source" > "$exp/streams.sh"   # a record of the run's input
   local split s o=() targets pdfs
   opts o --chunk:chunk
   for split in $splits; do
@@ -387,11 +387,14 @@ $t/hyp/$picked.txt"
 }
 
 hybrid_export() {
-  if has_stream fmllr && [ "$fmllr_source" = sat ]; then
-    echo "=== stage $1: export skipped: the network reads the SAT first pass's fMLLR features (--fmllr-source sat), which asrtrain export does not carry yet"
-    return 0
+  local pick=${pick_split:-$test_split} marker=$model/.done.export input first=()
+  if has_stream fmllr && [ "$fmllr_source" = sat ]; then   # the SAT first pass goes with it
+    if [[ ",$gmm_rungs," != *",sat,"* ]]; then
+      echo "=== stage $1: export skipped: the network reads SAT fMLLR features whose $pick speakers were adapted without a first pass (--gmm-rungs has no sat), which transcribe cannot do again"
+      return 0
+    fi
+    first=(--first-pass "$gmm/decode_sat_$pick")
   fi
-  local pick=${pick_split:-$test_split} marker=$model/.done.export input
   echo "=== stage $1: export the BLSTM at the setting picked on ${pick_split:-test (an oracle)} to $export_dir"
   [ -f "$model/decode_$pick/best_wer" ] || die "no $model/decode_$pick/best_wer: run stage score first"
   # redone when the model, the decode it is picked on (stage score rescores it every run: its
@@ -400,7 +403,8 @@ hybrid_export() {
     if [ ! -f "$input" ] || [ "$input" -nt "$marker" ]; then rm -f "$marker"; fi
   done
   done_or_run export "$model" \
-    asrtrain export "$model" "$export_dir" --pick-on "$model/decode_$pick" --graph "$graph_dir"
+    asrtrain export "$model" "$export_dir" --pick-on "$model/decode_$pick" --graph "$graph_dir" \
+      "${first[@]}"
   echo "To transcribe with it: asrtrain transcribe $export_dir AUDIO... (docs/transcribing.md)"
 }
 

@@ -20,24 +20,9 @@ WER = re.compile(r"%WER (\d+\.\d\d)")
 
 
 @pytest.fixture(scope="module")
-def gmm_lang(one_process: Path, tiny_corpus: Path, tmp_path_factory) -> Path:
-    from asrtrain.lang.prepare import prepare_lang
-
-    out = tmp_path_factory.mktemp("gmm_lang") / "lang"
-    prepare_lang(tiny_corpus / "dict", tiny_corpus / "lm_text", one_process, out, order=2,
-                 num_pdfs=100)
-    return out
-
-
-@pytest.fixture(scope="module")
-def graphs(gmm_lang: Path, one_process: Path, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("gmm_graphs")
-    for rung in ("mono", "sat"):
-        proc = cli("prepare", "gmm-graph", gmm_lang, one_process / "models" / f"{rung}.pt",
-                   out / rung)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert (out / rung / "HCLG.fst").is_file()
-    return out
+def graphs(gmm_graphs: Path) -> Path:
+    """The mono and SAT rungs' graphs (tests/conftest.py, shared with tests/transcribe)."""
+    return gmm_graphs
 
 
 @pytest.fixture(scope="module")
