@@ -8,7 +8,9 @@
    (cycling through them when the test set is shorter, in order), with pauses drawn from
    ``--pause`` seconds of the corpus' own noise floor between them; cut at its pauses and
    transcribed as one file; its WER against the joined references, beside the
-   per-utterance WER of the same sequence of utterances.
+   per-utterance WER of the same sequence of utterances, and beside that WER with one
+   speaker for all utterances (what the file's adaptation can know: it is one speaker, the
+   test set has several).
 3. **Speed and memory**: wall and CPU seconds of the long recording over its duration
    (the real-time factor; run under ``taskset -c 0`` with ``--threads 1`` for one core)
    and the process's peak resident memory (``ru_maxrss``) after it.
@@ -64,16 +66,22 @@ def noise_floor(audio: list[np.ndarray]) -> float:
 
 
 def long_recording(data: Path, minutes: float, pause: tuple[float, float], seed: int,
-                   rate: int, out: Path, edges: bool = True) -> tuple[Path, list[str], float]:
+                   rate: int, out: Path, edges: bool = True,
+                   speaker: str | None = None) -> tuple[Path, list[str], float]:
     """The joined recording, the order of its utterances, its duration in seconds. Pauses
     are the next utterance's own leading silence tiled (``edges``), or white noise at the
-    corpus' noise floor."""
+    corpus' noise floor. With ``speaker``, only that speaker's utterances."""
     import soundfile
 
     from asrtrain.data.audio import read_audio
-    from asrtrain.data.kaldi_dir import read_scp
+    from asrtrain.data.kaldi_dir import read_scp, read_utt2spk
 
     wav = read_scp(data / "wav.scp")
+    if speaker is not None:
+        spk = read_utt2spk(data / "utt2spk")
+        wav = {u: v for u, v in wav.items() if spk.get(u) == speaker}
+        if not wav:
+            raise SystemExit(f"no utterance of speaker {speaker!r} in {data / 'utt2spk'}")
     utts = sorted(wav)
     audio = {u: read_audio(wav[u], rate) for u in utts}
     rng = np.random.default_rng(seed)
@@ -98,6 +106,23 @@ def long_recording(data: Path, minutes: float, pause: tuple[float, float], seed:
     path = out / "long.wav"
     soundfile.write(str(path), x, rate, "PCM_16")
     return path, order, x.size / rate
+
+
+def one_speaker(data: Path, out: Path) -> Path:
+    """``data`` as a data dir whose utterances all have one speaker (CMVN and fMLLR over all)."""
+    import shutil
+
+    from asrtrain.data.kaldi_dir import read_utt2spk, spk2utt_from_utt2spk, write_table
+
+    one = out / "one_speaker"
+    one.mkdir(parents=True, exist_ok=True)
+    for name in ("wav.scp", "segments"):
+        if (data / name).is_file():
+            shutil.copyfile(data / name, one / name)
+    utt2spk = {u: "one" for u in read_utt2spk(data / "utt2spk")}
+    write_table(one / "utt2spk", utt2spk)
+    write_table(one / "spk2utt", spk2utt_from_utt2spk(utt2spk))
+    return one
 
 
 def calibration(transcripts: list, refs: dict[str, list[str]]) -> dict[str, object]:
@@ -134,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--speaker-per", choices=["file", "segment"], default="file",
                     help="adapt the long recording to the whole file or to each segment")
+    ap.add_argument("--speaker", default=None,
+                    help="join only this speaker's utterances (the file is then rightly one speaker)")
     ap.add_argument("--max-seconds", type=float, default=None, help="cut above this [20]")
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench_transcribe"))
     args = ap.parse_args(argv)
@@ -151,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     lo, hi = (float(x) for x in args.pause.split(":"))
     path, order, seconds = long_recording(args.data, args.minutes, (lo, hi), args.seed,
                                           engine.settings.sample_rate, args.out,
-                                          edges=args.pause_fill == "edges")
+                                          edges=args.pause_fill == "edges", speaker=args.speaker)
     t0, c0 = time.perf_counter(), time.process_time()
     long_report = engine.run([path], max_seconds=args.max_seconds or MAX_SECONDS,
                              segment_speakers=args.speaker_per == "segment")
@@ -162,16 +189,22 @@ def main(argv: list[str] | None = None) -> int:
     utt_report = engine.run([args.data])
     utt_wall = time.perf_counter() - t1
     hyps = {t.id: [w.word for w in t.words] for t in utt_report.transcripts}
+    one_hyps = hyps  # one speaker's utterances: the per-utterance decode had one speaker too
+    if args.speaker is None:
+        one_report = engine.run([one_speaker(args.data, args.out)])
+        one_hyps = {t.id: [w.word for w in t.words] for t in one_report.transcripts}
     joined_ref = [w for u in order for w in refs[u]]
     figures = {
         "model": str(args.model), "data": str(args.data), "threads": args.threads,
-        "pause_fill": args.pause_fill, "speaker_per": args.speaker_per,
+        "pause_fill": args.pause_fill, "speaker_per": args.speaker_per, "speaker": args.speaker,
         "per_utterance": {"utterances": len(hyps), **wer([w for u in sorted(refs) for w in refs[u]],
                                                          [w for u in sorted(refs) for w in hyps.get(u, [])]),
                           "wall_seconds": utt_wall, "rtf": utt_wall / utt_report.audio_seconds},
         "long": {"seconds": seconds, "utterances": len(order), "segments": long_t.segments,
                  **wer(joined_ref, [w.word for w in long_t.words]),
                  "per_utterance_same_sequence": wer(joined_ref, [w for u in order for w in hyps.get(u, [])]),
+                 "per_utterance_one_speaker": wer(joined_ref,
+                                                  [w for u in order for w in one_hyps.get(u, [])]),
                  "wall_seconds": wall, "cpu_seconds": cpu, "rtf_wall": wall / seconds,
                  "rtf_cpu": cpu / seconds},
         "peak_rss_mib": {"model_loaded": rss_loaded, "after_long": rss_long},
@@ -186,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"long recording: {lg['seconds'] / 60:.1f} min, {lg['utterances']} utterances, cut into "
           f"{lg['segments']} segments: WER {lg['wer']:.2f}% vs per-utterance "
           f"{lg['per_utterance_same_sequence']['wer']:.2f}% on the same sequence "
-          f"({lg['wer_minus_per_utterance']:+.2f} points)")
+          f"({lg['wer_minus_per_utterance']:+.2f} points); with one speaker for all, as the file "
+          f"has: {lg['per_utterance_one_speaker']['wer']:.2f}% "
+          f"({lg['wer'] - lg['per_utterance_one_speaker']['wer']:+.2f} points)")
     print(f"speed: RTF {lg['rtf_wall']:.3f} wall, {lg['rtf_cpu']:.3f} CPU ({args.threads} thread(s)); "
           f"peak RSS {rss_long:.0f} MiB (model loaded: {rss_loaded:.0f} MiB)")
     high = cal["right_among_conf_ge_0.9"]

@@ -135,11 +135,12 @@ def plan_inputs(inputs: list[str | os.PathLike[str]], work: Path, rate: int,
         plan.sources[rid] = str(path)
         speaker = _speaker(path, rid, utt2spk)
         pieces = cut(audio.samples, rate, max_seconds)
+        whole = len(pieces) == 1 and pieces[0].start == 0.0 and pieces[0].end >= audio.seconds
         for seg in pieces:
-            utt = rid if len(pieces) == 1 else f"{rid}-{int(seg.start * 100):07d}-{int(seg.end * 100):07d}"
-            segments[utt] = f"{rid} {seg.start:.2f} {seg.end:.2f}" if len(pieces) > 1 else f"{rid} 0 -1"
+            utt = rid if whole else f"{rid}-{int(seg.start * 100):07d}-{int(seg.end * 100):07d}"
+            segments[utt] = f"{rid} 0 -1" if whole else f"{rid} {seg.start:.2f} {seg.end:.2f}"
             speakers[utt] = utt if segment_speakers else speaker
-            plan.pieces[utt] = Piece(str(path), rid, seg.start if len(pieces) > 1 else 0.0)
+            plan.pieces[utt] = Piece(str(path), rid, 0.0 if whole else seg.start)
     if speakers:
         write_table(data / "wav.scp", wav)
         write_table(data / "utt2spk", speakers)

@@ -1,5 +1,5 @@
-"""The pieces without a model: cutting at pauses, word confidences from lattice posteriors
-(against brute force over every path), the manifest's checks."""
+"""The pieces without a model: word confidences from lattice posteriors (against brute force
+over every path), the manifest's checks. Cutting at pauses: test_transcribe_segment.py."""
 
 from __future__ import annotations
 
@@ -13,47 +13,9 @@ import pytest
 
 from asrtrain.core.errors import AsrtrainError
 from asrtrain.transcribe import manifest
-from asrtrain.transcribe.segment import cut, frame_levels, has_speech
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "decode"))
 from hand_lattices import all_paths, path_cost, random_lattice  # noqa: E402
-
-RATE = 16000
-
-
-def _bursts(spans: list[tuple[float, float]], total: float, seed: int = 0) -> np.ndarray:
-    """Noise at speech level inside ``spans`` (seconds), faint noise elsewhere."""
-    rng = np.random.default_rng(seed)
-    x = rng.normal(scale=30.0, size=int(total * RATE))
-    for a, b in spans:
-        x[int(a * RATE):int(b * RATE)] += rng.normal(scale=3000.0, size=int(b * RATE) - int(a * RATE))
-    return x.astype(np.float32)
-
-
-def test_a_short_recording_is_one_segment():
-    (seg,) = cut(_bursts([(0.5, 3.0)], 4.0), RATE, max_seconds=20)
-    assert (seg.start, seg.end) == (0.0, 4.0)
-
-
-def test_cuts_fall_in_pauses_and_segments_stay_under_the_limit():
-    spans = [(1.0 + 4.0 * k, 3.5 + 4.0 * k) for k in range(10)]  # 2.5 s bursts, 1.5 s pauses
-    segs = cut(_bursts(spans, 41.0), RATE, max_seconds=9.0)
-    assert len(segs) >= 5
-    assert all(s.end - s.start <= 9.0 + 1e-9 for s in segs)
-    for s in segs[1:]:  # every cut inside a pause
-        assert not any(a < s.start < b for a, b in spans), s
-    assert segs[0].start == 0.0 and segs[-1].end == pytest.approx(41.0)
-
-
-def test_a_pauseless_recording_is_cut_hard_at_the_limit():
-    segs = cut(_bursts([(0.0, 50.0)], 50.0), RATE, max_seconds=20.0)
-    assert [round(s.end - s.start) for s in segs] == [20, 20, 10]
-
-
-def test_digital_silence_has_no_speech():
-    assert not has_speech(frame_levels(np.zeros(8000, np.float32), RATE))
-    assert not has_speech(frame_levels(np.random.default_rng(0).normal(scale=5, size=8000), RATE))
-    assert has_speech(frame_levels(_bursts([(0.1, 0.4)], 0.5), RATE))
 
 
 @pytest.mark.parametrize("seed", range(6))
