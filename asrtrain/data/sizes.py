@@ -24,20 +24,22 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   floor of 64 steps came from the synthesized corpus (the demo keeps its hand-set 128);
 - adaptation: UBM and fMLLR GMM of 64 Gaussians below 2 h, 256 beyond; i-vectors 100;
 - LM order from the LM text's tokens: 2 below 20k, 3 below 2M, 4 beyond;
-- the network's input streams: logmel alone below ``ADAPT_STREAMS_HOURS`` of training
-  speech, the papers' fMLLR + i-vector + logmel beyond. On real speech the speaker streams
-  hurt with few speakers (the issue's digits, 3 training speakers: 24.9% against 12.2% with
-  logmel alone; its read speech, 74 speakers: 10.2% against 9.8%; one seed each) and were
-  undecided on speechocean762 (117 speakers, 2.7 h: 2.4 points better on a fifth of the test
-  set, 3.3 worse on dev, one seed; docs/results.md "Real speech"). Logmel alone is then the choice
-  that costs least: the recipe skips the i-vector and fMLLR estimation. The papers' 2,000 h
-  used them; nothing between was measured, so the switch sits where the rule's network grows
-  to the papers' width. The SAT GMM's first-pass fMLLR beside logmel (``--fmllr-source
-  sat``, the stream Kaldi's nnet recipes read) did beat logmel alone on speechocean762 by 4.9
-  and 4.6 points of test WER (two seeds, 5 epochs; at 8 epochs 54.3 and 54.4% against the SAT
-  GMM's 55.8%, recipes/speechocean762/RESULTS.md); it is not the
-  default yet. An exported model now runs that first pass (``asrtrain transcribe``; its cost
-  in docs/transcribing.md), which was the reason given before.
+- the network's input streams: below ``ADAPT_STREAMS_HOURS`` of training speech, the SAT
+  GMM's fMLLR features beside logmel (``fmllr_source`` ``sat``: train's from the aligner's
+  transforms, dev's, test's and a new recording's from the speaker-independent first pass,
+  Kaldi's ``decode_fmllr.sh``, the stream Kaldi's nnet recipes read), no i-vectors; beyond, the
+  papers' fMLLR + i-vector + logmel with the transcript-free global fMLLR. Measured on
+  speechocean762 (117 training speakers, 2.7 h; 3x192 BLSTM, 5 epochs, a fifth of the test set
+  at the dev-picked setting, recipes/speechocean762/RESULTS.md): SAT fMLLR + logmel 56.74 and
+  59.38% against logmel alone 61.67 and 63.93% (seeds 0 and 1), and at 8 epochs 54.32 and
+  54.41% against the SAT GMM's 55.77%. Logmel alone had been the rule (the speaker streams
+  as estimated before, global fMLLR and i-vectors, hurt with few speakers: the issue's digits,
+  3 training speakers, 24.9% against 12.2% with logmel alone; its read speech, 74 speakers,
+  10.2% against 9.8%; one seed each); the SAT stream normalises speakers rather than naming
+  them. It needs the ladder's SAT rung decoded (the recipe's ``gmm_rungs`` with lda,sat), and
+  an exported model carries that first pass (``asrtrain transcribe``; its cost in
+  docs/transcribing.md). The papers' 2,000 h used the three streams; nothing between was
+  measured, so the switch sits where the rule's network grows to the papers' width.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ from asrtrain.core.textio import read_lines
 FRAMES_PER_HOUR = 360_000
 #: Frames per training chunk (the papers' 21; the recipes' ``chunk``).
 CHUNK_FRAMES = 21
-#: Hours of training speech from which the network also reads the fMLLR and i-vector streams.
+#: Hours of training speech from which the network reads i-vectors and the global fMLLR
+#: (below: the SAT first pass's fMLLR and logmel).
 ADAPT_STREAMS_HOURS = 20.0
 #: Fewest optimizer steps an epoch that the batch rule allows, down to ``MIN_BATCH``.
 MIN_STEPS_PER_EPOCH = 1000
@@ -94,7 +97,8 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
         "ubm_components": 64 if small else 256,
         "fmllr_gmm_components": 64 if small else 256,
         "ivector_dim": 100,
-        "streams": "logmel" if h < ADAPT_STREAMS_HOURS else "fmllr,ivector,logmel",
+        "streams": "fmllr,logmel" if h < ADAPT_STREAMS_HOURS else "fmllr,ivector,logmel",
+        "fmllr_source": "sat" if h < ADAPT_STREAMS_HOURS else "global",
     }
     if lm_tokens is not None:
         sizes["lm_order"] = 2 if lm_tokens < 20_000 else 3 if lm_tokens < 2_000_000 else 4

@@ -47,6 +47,7 @@ fmllr_gmm_components=auto
 ivector_dim=auto
 lm_order=auto
 streams=auto          # the network's inputs (the sizes rule's), or a list of fmllr, ivector, logmel
+fmllr_source=auto     # the fMLLR stream's: sat (the SAT first pass) or global (the sizes rule's)
 ali_iters=15
 ivector_iters=4
 warmup_epochs=1
@@ -67,9 +68,6 @@ local_setup() {
   local rungs=$gmm_rungs; if [ "$rungs" = auto ]; then rungs=$ali_stages; fi
   if [[ ",$rungs," == *",sat,"* ]] && [[ ",$rungs," != *",lda,"* ]]; then
     die "--gmm-rungs: sat decodes from the lda rung's first pass; list lda too"
-  fi
-  if [ "$fmllr_source" = sat ] && [[ ",$rungs," != *",sat,"* ]]; then
-    die "--fmllr-source sat needs the SAT rung's first pass (--gmm-rungs with sat)"
   fi
   # the data dirs the stages read: train (dev held out of it, then perturbed, as asked), dev, test
   base_train=$train dev_dir=$dev test_dir=$test

@@ -137,7 +137,7 @@ split_dir() { local v=${1}_dir; echo "${!v:-$data/$1}"; }   # a split's Kaldi da
 text_of() { local v=${1}_text; echo "${!v:-$(split_dir "$1")/text}"; }   # its reference
 has_text() { [ -s "$(text_of "$1")" ]; }
 case "$lattices" in true|false) ;; *) die "--lattices must be true or false, got '$lattices'" ;; esac
-case "$fmllr_source" in global|sat) ;; *) die "--fmllr-source must be global or sat" ;; esac
+case "$fmllr_source" in global|sat|auto) ;; *) die "--fmllr-source must be global or sat" ;; esac
 case "$alignments" in exact|learned) ;; *) die "--alignments must be exact or learned" ;; esac
 : "${feat_nj:=$nj}" "${decode_nj:=$nj}" "${ali_nj:=$nj}" "${ali_job_cmd:=$align_cmd}"
 
@@ -180,12 +180,18 @@ apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, f
 }
 check_sizes() {   # before a stage that reads them (the streams: from stage adapt on)
   local name
-  for name in $size_names ${1:+streams}; do
+  for name in $size_names ${1:+streams fmllr_source}; do
     [ "${!name}" != auto ] || die "--${name//_/-} is auto and $data/sizes.sh has no value for it: run stage 1"
   done
   for name in ${1:+${streams//,/ }}; do
     case "$name" in fmllr|ivector|logmel) ;; *) die "--streams: unknown stream '$name' (fmllr, ivector, logmel)" ;; esac
   done
+  if [ -n "${1-}" ]; then check_sat_source; fi
+}
+check_sat_source() {   # the SAT stream's dev/test transforms come from the SAT rung's first pass
+  if has_stream fmllr && [ "$fmllr_source" = sat ] && [[ ",$gmm_rungs," != *",sat,"* ]]; then
+    die "the fMLLR stream from the SAT first pass (--fmllr-source sat) needs --gmm-rungs with lda,sat (or --fmllr-source global, or --streams logmel)"
+  fi
 }
 
 hybrid_data() {
@@ -204,7 +210,7 @@ hybrid_features() {
           "${t[@]}" "${o[@]}"
     done
   done
-  for n in $size_names streams; do if [ "${!n}" = auto ]; then auto=true; fi; done
+  for n in $size_names streams fmllr_source; do if [ "${!n}" = auto ]; then auto=true; fi; done
   if [ "$auto" = true ]; then
     opts o --chunk:chunk
     asrtrain prepare sizes "$data/mfcc/train" --lm-text "$lm_text" "${o[@]}" > "$data/sizes.sh.tmp"
@@ -411,6 +417,7 @@ hybrid_export() {
 # the stages, in order; the score stage prints no timing (a recipe's local_score may end with
 # its WER), and its report (the last line: the test WER) comes after every stage
 apply_sizes
+check_sat_source   # where both are known now; check_sizes checks again once the rule filled in auto
 score_report=
 declare -i _n=0
 for _names in $stages; do

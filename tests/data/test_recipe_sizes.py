@@ -38,9 +38,10 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     frames = 0.05 * FRAMES_PER_HOUR   # yesno's size: data, not the power law, bounds the models
     assert tiny["ali_leaves"] <= frames / 100 + 10 and tiny["ali_gauss"] <= frames / 45 + 10
     assert "lm_order" not in tiny
-    # the speaker streams only from ADAPT_STREAMS_HOURS on (README "Real speech")
-    assert [s["streams"] for s in sizes] == ["logmel"] * 3 + ["fmllr,ivector,logmel"] * 2
-    assert paper["streams"] == "fmllr,ivector,logmel" and demo["streams"] == "logmel"
+    # the SAT stream below ADAPT_STREAMS_HOURS, i-vectors and the global fMLLR from it on
+    assert [s["streams"] for s in sizes] == ["fmllr,logmel"] * 3 + ["fmllr,ivector,logmel"] * 2
+    assert [s["fmllr_source"] for s in sizes] == ["sat"] * 3 + ["global"] * 2
+    assert paper["streams"] == "fmllr,ivector,logmel" and demo["streams"] == "fmllr,logmel"
 
 
 def test_small_corpora_get_a_batch_that_leaves_enough_steps_an_epoch() -> None:
