@@ -28,9 +28,6 @@ from asrtrain.align.aligner import equal_alignment
 from asrtrain.align.am import AcousticModel
 from asrtrain.align.corpus import Beams, Failures
 from asrtrain.align.feats import FrontEnd, Utterances
-
-# decode's first pass reads fmllr_stats here (the name stays where it was)
-from asrtrain.align.front_stats import fmllr_stats as fmllr_stats
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs, context_pdfs
 from asrtrain.align.train import StageSpec, train_stage
 from asrtrain.lang.hmm import FrameAlignment

@@ -118,7 +118,7 @@ def transforms_from_paths(scorer: Any, paths: dict[str, np.ndarray]
     import torch
 
     from asrtrain.adapt.fmllr import choose_kind, identity, update
-    from asrtrain.align.ladder import fmllr_stats
+    from asrtrain.align.front_stats import fmllr_stats
 
     rung = scorer.rung
     frames = dict(scorer.utterances())
