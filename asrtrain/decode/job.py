@@ -113,13 +113,7 @@ def check_identity(cfg: DecodeConfig, graph: GraphInfo, scorer: Any, tmap: Any =
         other = read_text(marker).strip() if marker.exists() else None
         what = f"the alignments {cfg.oracle}"
     elif hasattr(scorer, "rung"):   # a GMM: the graph's pdfs must be its pdfs
-        from asrtrain.decode.first_pass import pdf_map_id
-
-        theirs, ours = graph_pdf_map_id(graph), pdf_map_id(scorer.rung.tree)
-        if theirs != ours:
-            raise InputError(f"the graph's pdfs are those of tree {theirs}, the model {cfg.model}'s"
-                             f" of tree {ours}: build its graph with prepare gmm-graph",
-                             graph.path)
+        check_gmm_graph(scorer.rung.tree, graph, cfg.model)
         return
     else:
         other = model_tree_id(scorer.final.meta)
@@ -129,6 +123,17 @@ def check_identity(cfg: DecodeConfig, graph: GraphInfo, scorer: Any, tmap: Any =
     elif other != graph.tree_id:
         raise InputError(f"the graph was built for tree {graph.tree_id}, {what} for tree {other}",
                          graph.path)
+
+
+def check_gmm_graph(tree: Any, graph: GraphInfo, model: Any) -> None:
+    """Refuse a GMM (of ``tree``, read from ``model``) on a graph whose pdf labels are another
+    tree's: they would mean other states."""
+    from asrtrain.decode.first_pass import pdf_map_id
+
+    theirs, ours = graph_pdf_map_id(graph), pdf_map_id(tree)
+    if theirs != ours:
+        raise InputError(f"the graph's pdfs are those of tree {theirs}, the model {model}'s"
+                         f" of tree {ours}: build its graph with prepare gmm-graph", graph.path)
 
 
 def graph_pdf_map_id(graph: GraphInfo) -> str | None:

@@ -64,7 +64,7 @@ def picked_setting(decode_dir: Path) -> DecodeSetting:
     """The setting of a scored dev decode (its ``best_wer``) and the search it ran with."""
     from asrtrain.core.textio import read_text
     from asrtrain.decode.grid import parse_setting
-    from asrtrain.transcribe.sources import read_record
+    from asrtrain.transcribe.sources import DECODE_RECORD, read_record
 
     best = decode_dir / "best_wer"
     if not best.is_file():
@@ -76,7 +76,7 @@ def picked_setting(decode_dir: Path) -> DecodeSetting:
     if setting is None:
         raise InputError(f"cannot read the setting from {line!r}", best)
     search = dict(DEFAULT_SEARCH)
-    record = decode_dir / "decode.config.yaml"
+    record = decode_dir / DECODE_RECORD
     if record.is_file():
         rec = read_record(record)
         if not rec.get("lattices", False):
@@ -172,6 +172,7 @@ def _with_first_pass(source: Any, model_path: Path, meta: dict[str, Any],
     """A SAT stream completed with its first pass: ``first_pass`` (the SAT decode), else
     the one the records of a held-out archive lead to (the pick's decode, then ``--valid``)."""
     from asrtrain.transcribe.sources import (
+        DECODE_RECORD,
         decode_record,
         held_out_first_pass,
         recorded_path,
@@ -181,7 +182,7 @@ def _with_first_pass(source: Any, model_path: Path, meta: dict[str, Any],
     if first_pass is None:
         archives = []
         pick = pick_on or model_path.parent / "decode_dev"
-        if (pick / "decode.config.yaml").is_file():
+        if (pick / DECODE_RECORD).is_file():
             record, rec = decode_record(pick)
             archives.append(recorded_path(record, rec, "data"))
         valid = (meta.get("train_config") or {}).get("valid")

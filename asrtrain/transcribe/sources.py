@@ -240,23 +240,18 @@ def check_first_pass_models(lda: Path, sat: Path, graph: Path) -> tuple[Any, Any
     graph, refused in one line unless their pdfs are the same tree's and both rungs have the
     LDA+MLLT front end; returns (lda rung, sat rung, GraphInfo)."""
     from asrtrain.align.saved import load_rung
-    from asrtrain.decode.first_pass import pdf_map_id
     from asrtrain.decode.graph_dir import GraphInfo
-    from asrtrain.decode.job import graph_pdf_map_id
+    from asrtrain.decode.job import check_gmm_graph
 
-    rungs = {"lda": load_rung(lda), "sat": load_rung(sat)}
+    paths = {"lda": lda, "sat": sat}
+    rungs = {what: load_rung(path) for what, path in paths.items()}
     info = GraphInfo.load(graph)
     if info.kaldi:
         raise InputError("the first pass's graph is a Kaldi graph: prepare gmm-graph's are "
                          "exported", graph)
-    ours = graph_pdf_map_id(info)
     for what, rung in rungs.items():
-        path = lda if what == "lda" else sat
         if rung.front.lda is None:
             raise InputError(f"a {rung.name} model has no LDA+MLLT front end: the first pass "
-                             f"needs the {what} rung", path)
-        if pdf_map_id(rung.tree) != ours:
-            raise InputError(f"the {rung.name} model's pdfs are those of tree "
-                             f"{pdf_map_id(rung.tree)}, the first pass's graph's of tree {ours}",
-                             path)
+                             f"needs the {what} rung", paths[what])
+        check_gmm_graph(rung.tree, info, paths[what])
     return rungs["lda"], rungs["sat"], info

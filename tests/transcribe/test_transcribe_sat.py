@@ -128,12 +128,14 @@ def test_a_model_dir_without_its_sat_gmm_is_refused_in_one_line(sat_exp: Path, t
     shutil.copytree(sat_exp / "model", model)
     (model / "sat/sat.pt").unlink()
     res = CliRunner().invoke(cli, ["transcribe", str(model), str(tiny_corpus / "test")])
-    one_error(res.output, 1, res.exit_code, "damaged model: sat/sat.pt is missing", str(model))
+    line = one_error(res.output, 1, res.exit_code, "damaged model: sat/sat.pt is missing", str(model))
+    assert res.output.strip().splitlines()[-1] == line   # refused before anything is transcribed
     manifest = json.loads((model / "manifest.json").read_text())
     del manifest["files"]["sat/sat.pt"]          # a manifest that does not list it either
     (model / "manifest.json").write_text(json.dumps(manifest))
     res = CliRunner().invoke(cli, ["transcribe", str(model), str(tiny_corpus / "test")])
-    one_error(res.output, 1, res.exit_code, "the manifest lists no sat/sat.pt", str(model))
+    line = one_error(res.output, 1, res.exit_code, "the manifest lists no sat/sat.pt", str(model))
+    assert res.output.strip().splitlines()[-1] == line
 
 
 def test_export_without_a_first_pass_to_find_says_which_option(sat_exp: Path, tmp_path: Path,
