@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import soundfile
 from click.testing import CliRunner
-from conftest import run
+from transcribe_helpers import run
 
 from asrtrain.cli.main import cli
 from asrtrain.decode.grid import setting_name

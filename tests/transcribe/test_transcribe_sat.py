@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import GRID, SEARCH, run
+from transcribe_helpers import GRID, SEARCH, run
 
 from asrtrain.cli.main import cli
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import GRID, SEARCH, run
+from transcribe_helpers import GRID, SEARCH, run
 
 
 @pytest.mark.slow
