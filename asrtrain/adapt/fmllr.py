@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from asrtrain.adapt.fmllr_config import FMLLR
-from asrtrain.adapt.gmm import CHUNK, DiagGMM
+from asrtrain.adapt.gmm import CHUNK, DiagGMM, chunk_rows
 from asrtrain.core.errors import InputError
 from asrtrain.core.textio import read_text
 
@@ -83,8 +83,9 @@ def accumulate(gmm: DiagGMM, x: torch.Tensor, w: torch.Tensor) -> FmllrStats:
     k = torch.zeros(d, d + 1, dtype=torch.float64)
     occ = torch.zeros(gmm.num_components, dtype=torch.float64)
     entropy = loglike = 0.0
-    for i in range(0, x.shape[0], CHUNK // 4):
-        xs = x[i:i + CHUNK // 4].to(torch.float64)
+    step = chunk_rows(gmm.num_components, CHUNK // 4)
+    for i in range(0, x.shape[0], step):
+        xs = x[i:i + step].to(torch.float64)
         xi = torch.cat([xs, torch.ones(xs.shape[0], 1, dtype=torch.float64)], 1)
         post, ll = gmm.posteriors(xi @ w.T)
         g += (post @ inv).T @ (xi[:, rows] * xi[:, cols])

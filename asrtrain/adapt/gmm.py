@@ -40,6 +40,14 @@ log = logging.getLogger("asrtrain.adapt.gmm")
 LOG_2PI = math.log(2.0 * math.pi)
 #: Frames per chunk when accumulating statistics (bounds memory at C x CHUNK floats).
 CHUNK = 16384
+#: ... and at most this many bytes a [frames, C] float64 matrix: a model of thousands of
+#: Gaussians (the aligner's SAT model as one mixture) made 16384 rows 0.8 GB a matrix.
+CHUNK_BYTES = 64 << 20
+
+
+def chunk_rows(components: int, cap: int = CHUNK) -> int:
+    """Frames a chunk under a mixture of ``components`` (``cap`` up to 512 components)."""
+    return max(1, min(cap, CHUNK_BYTES // (8 * max(components, 1))))
 
 
 @dataclass
@@ -81,8 +89,9 @@ class DiagGMM:
 
     def loglike(self, x: torch.Tensor) -> torch.Tensor:
         """Per-frame log-likelihood [N] (chunked, so any number of frames fits)."""
-        parts = [torch.logsumexp(self.component_loglikes(x[i:i + CHUNK]), dim=1)
-                 for i in range(0, x.shape[0], CHUNK)]
+        step = chunk_rows(self.num_components)
+        parts = [torch.logsumexp(self.component_loglikes(x[i:i + step]), dim=1)
+                 for i in range(0, x.shape[0], step)]
         return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -123,8 +132,9 @@ def accumulate(gmm: DiagGMM, x: torch.Tensor) -> GmmStats:
     c, d = gmm.num_components, gmm.dim
     stats = GmmStats(torch.zeros(c, dtype=torch.float64), torch.zeros(c, d, dtype=torch.float64),
                      torch.zeros(c, d, dtype=torch.float64))
-    for i in range(0, x.shape[0], CHUNK):
-        chunk = x[i:i + CHUNK].to(torch.float64)
+    step = chunk_rows(c)
+    for i in range(0, x.shape[0], step):
+        chunk = x[i:i + step].to(torch.float64)
         post, ll = gmm.posteriors(chunk)
         stats.occ += post.sum(0)
         stats.sum_x += post.T @ chunk

@@ -124,12 +124,14 @@ class AcousticModel:
                         torch.zeros(p, k, d, dtype=torch.float64),
                         torch.zeros(p, k, d, dtype=torch.float64))
 
-    def accumulate(self, stats: GmmStats, x: np.ndarray | torch.Tensor, pdf: np.ndarray) -> None:
+    def accumulate(self, stats: GmmStats, x: np.ndarray | torch.Tensor, pdf: np.ndarray,
+                   rows: torch.Tensor | None = None) -> None:
         """Add frames [N, D] aligned to ``pdf[N]`` (Viterbi: the pdf is known, the
-        component is a posterior)."""
-        xt = torch.as_tensor(x).to(torch.float64)
+        component is a posterior). With ``rows``, frame i is ``x[rows[i]]``: each pdf's
+        frames are gathered and widened to float64 alone, never the whole of ``x``."""
+        xt = torch.as_tensor(x)
         for p, idx in by_pdf(torch.as_tensor(pdf, dtype=torch.long)):
-            xs = xt[idx]
+            xs = xt[idx if rows is None else rows[idx]].to(torch.float64)
             comp = self.component_loglikes(p, xs)
             ll = torch.logsumexp(comp, dim=1)
             post = torch.exp(comp - ll[:, None])

@@ -9,6 +9,7 @@ They sit below both, so neither side imports the other to reach them.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import astuple, dataclass, field
 
 import numpy as np
@@ -54,7 +55,7 @@ class Beams:
 class Corpus:
     """Features of one front end, the phone DAG of every transcript, and the alignments."""
 
-    feats: dict[str, np.ndarray]
+    feats: Mapping[str, np.ndarray]     # a job's: a FrameBlock
     dags: dict[str, PhoneDag]
     alignments: dict[str, Alignment] = field(default_factory=dict)
 
@@ -123,11 +124,23 @@ def accumulate(model: AcousticModel, corpus: Corpus) -> tuple[GmmStats, Counts, 
     stats = model.zero_stats()
     frames: dict[tuple[int, int], int] = {}
     visits: dict[tuple[int, int], int] = {}
-    xs, ps = [], []
-    for utt, ali in corpus.alignments.items():
-        xs.append(corpus.feats[utt])
-        ps.append(ali.pdf)
+    for ali in corpus.alignments.values():
         count_states(ali.phone, ali.state, ali.starts, frames, visits)
-    if xs:
-        model.accumulate(stats, torch.from_numpy(np.concatenate(xs)), np.concatenate(ps))
+    if corpus.alignments:
+        x, rows, pdf = aligned_frames(corpus)
+        model.accumulate(stats, x, pdf, rows)
     return stats, frames, visits
+
+
+def aligned_frames(corpus: Corpus) -> tuple[torch.Tensor, torch.Tensor | None, np.ndarray]:
+    """Every aligned frame as ``(x, rows, pdf)``: frame i is ``x[rows[i]]`` (``x[i]``
+    where ``rows`` is None), in the alignments' order, with its pdf ``pdf[i]``. A job's
+    frames are indexed in place (see ``frames.FrameBlock``); others are concatenated."""
+    from asrtrain.align.frames import FrameBlock
+
+    pdf = np.concatenate([a.pdf for a in corpus.alignments.values()])
+    if isinstance(corpus.feats, FrameBlock):
+        rows = corpus.feats.rows(corpus.alignments)
+        return torch.from_numpy(corpus.feats.data), torch.from_numpy(rows), pdf
+    x = np.concatenate([corpus.feats[u] for u in corpus.alignments])
+    return torch.from_numpy(x), None, pdf

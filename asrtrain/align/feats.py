@@ -189,5 +189,11 @@ class FrontEnd:
             x = x @ w[:, :-1].T + w[:, -1]
         return np.ascontiguousarray(x, dtype=np.float32)
 
+    def dim(self, mfcc_dim: int) -> int:
+        """The dimension :meth:`apply` gives MFCC of ``mfcc_dim``."""
+        if self.lda is not None:
+            return int(self.lda.shape[0])
+        return mfcc_dim * 3 if self.deltas else mfcc_dim
+
     def features(self, utts: Utterances, with_fmllr: bool = True) -> dict[str, np.ndarray]:
         return {u: self.apply(m, utts.utt2spk[u], with_fmllr) for u, m in utts.feats.items()}

@@ -5,7 +5,7 @@ Kaldi splits the data with ``split_data.sh --per-spk``, runs ``gmm-align-compile
 ``gmm-est``. Here a job is a ``shard.Shard`` that keeps its speakers' MFCC, transcript
 DAGs, features under the current front end and alignments in memory across iterations;
 the parent sends it the model and gets back alignments or statistics, sums them and
-updates. A speaker is wholly in one job, so its fMLLR is estimated there too. With one
+updates. The parent holds no features (only frame counts): each job reads its own. A speaker is wholly in one job, so its fMLLR is estimated there too. With one
 job the shard lives in the calling process (nothing pickled): ``--nj 1`` is the
 single-process run, and ``--nj N`` differs from it only in the order of float sums.
 
@@ -33,7 +33,7 @@ from asrtrain.adapt.lda import LdaStats
 from asrtrain.align.aligner import Alignment
 from asrtrain.align.am import AcousticModel, GmmStats
 from asrtrain.align.corpus import Beams, Counts, Failures, Realigned
-from asrtrain.align.feats import FrontEnd, Utterances
+from asrtrain.align.feats import DiskFeats, FrontEnd, Utterances
 from asrtrain.align.graph import PhoneDag
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
 from asrtrain.align.remote import Workers
@@ -123,7 +123,7 @@ class Jobs:
                                                           {u: dags[u] for u in part})))
             self._gather()
         elif len(shares) == 1:
-            self._local = Shard(shares[0], dags, True)
+            self._local = Shard.of(self._share(shares[0], self.parts[0]), dags, True)
         else:
             self._start(shares)
 
@@ -135,6 +135,13 @@ class Jobs:
         """Jobs of other utterances, run where these run."""
         return Jobs(utts, dags, nj, self.workers, what)
 
+    def _share(self, share: Utterances, part: list[str]) -> Share | Utterances:
+        """What a job is given: where its features are (read there, not held here), or
+        the features themselves where the caller holds them in memory."""
+        if isinstance(share.feats, DiskFeats):
+            return Share(share.data, list(share.feats), {u: self.dags[u] for u in part})
+        return share
+
     def _start(self, shares: list[Utterances]) -> None:
         import multiprocessing
 
@@ -142,8 +149,9 @@ class Jobs:
         ctx.set_forkserver_preload(["asrtrain.align.shard"])
         for share, part in zip(shares, self.parts, strict=True):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=serve_forked, args=(child, share, {u: self.dags[u] for u in part}),
-                               daemon=True)
+            proc = ctx.Process(target=serve_forked,
+                               args=(child, self._share(share, part),
+                                     {u: self.dags[u] for u in part}), daemon=True)
             proc.start()
             child.close()
             self._remote.append(_Remote(parent, proc,

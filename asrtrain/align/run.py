@@ -68,10 +68,11 @@ class Split:
 
 
 def load_split(name: str, data: Path, lex: Lexicon, prons: dict[str, list[tuple[int, ...]]],
-               oov: str | None, in_memory: bool = True) -> Split:
-    """Features (or only their frame counts where the jobs read them), transcripts with
-    OOVs handled, DAGs; empty or missing transcripts failed."""
-    utts = load_utterances(data, in_memory=in_memory)
+               oov: str | None) -> Split:
+    """Frame counts (every job reads its own speakers' features: the parent's memory
+    stays per-utterance metadata), transcripts with OOVs handled, DAGs; empty or
+    missing transcripts failed."""
+    utts = load_utterances(data, in_memory=False)
     text, _ = map_oovs(utts.text, prons, oov, data / "text")
     failures = Failures()
     for utt in utts.missing_text:
@@ -113,8 +114,7 @@ def _align_all(job: AlignJob, lex: Lexicon, workers: Workers | None) -> dict[str
     phones = sorted(lex.phones.values())
     sil = lex.phones[lex.silence]
     prons = pron_table(lex)
-    splits = {name: load_split(name, d, lex, prons, job.oov, in_memory=workers is None)
-              for name, d in job.splits.items()}
+    splits = {name: load_split(name, d, lex, prons, job.oov) for name, d in job.splits.items()}
     train = next(iter(splits.values()))
     report: dict[str, Any] = {"stages": {}, "splits": {}}
     ref = _reference(job.reference, lex) if job.reference else None

@@ -1,7 +1,8 @@
 """One alignment job's side: its share of the utterances, and the calls it answers.
 
-A job is a :class:`Shard`: its speakers' MFCC, transcript DAGs, features under the
-current front end and alignments, kept in memory across iterations. The parent
+A job is a :class:`Shard`: its speakers' MFCC (read by the job itself), transcript DAGs,
+features under the current front end (one float32 matrix, ``frames.FrameBlock``) and
+alignments, kept in memory across iterations. The parent
 (``parallel.Jobs``) sends ``(key, method, args)``; :func:`serve` looks ``method`` up on
 the shard (the shard's methods are the whole protocol, so nothing above is named in
 a message) and answers with the result. A forkserver job starts in
@@ -30,6 +31,7 @@ from asrtrain.align.aligner import Alignment
 from asrtrain.align.am import AcousticModel, GmmStats
 from asrtrain.align.corpus import Beams, Corpus, Counts, Failures, Realigned, accumulate, realign
 from asrtrain.align.feats import FrontEnd, Utterances, load_utterances
+from asrtrain.align.frames import FrameBlock
 from asrtrain.align.front_stats import estimate_fmllr, lda_stats, mllt_stats
 from asrtrain.align.graph import PhoneDag
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
@@ -60,15 +62,27 @@ class Shard:
     def load(cls, share: Share) -> Shard:
         """A remote job's shard: its utterances' features read here, by the parent's code,
         in the parent's order (the order of float sums)."""
-        utts = load_utterances(share.data, only=set(share.utts)).subset(share.utts)
+        utts = _read(share)
         log.info("align-worker: %d utterances of %d speakers, %d frames, from %s",
                  len(share.utts), len(utts.speakers()),
                  sum(utts.frames(u) for u in share.utts), share.data)
         return cls(utts, share.dags, False)
 
+    @classmethod
+    def of(cls, share: Share | Utterances, dags: dict[str, PhoneDag], progress: bool) -> Shard:
+        """A local or forkserver job's shard: a ``Share``'s features read here (the parent
+        holds only frame counts), or the ``Utterances`` given."""
+        if isinstance(share, Share):
+            return cls(_read(share), share.dags, progress)
+        return cls(share, dags, progress)
+
     def use_front(self, front: FrontEnd) -> None:
-        self.corpus.feats = {u: front.apply(self.utts.feats[u], self.utts.utt2spk[u])
-                             for u in self.corpus.dags}
+        """The features under ``front``, in one float32 matrix (the old one reused)."""
+        old = self.corpus.feats
+        self.corpus.feats = FrameBlock.build(
+            self.corpus.dags, self.utts.frames,
+            lambda u: front.apply(self.utts.feats[u], self.utts.utt2spk[u]),
+            front.dim(self.utts.dim), old if isinstance(old, FrameBlock) else None)
 
     def global_sums(self) -> tuple[int, torch.Tensor, torch.Tensor]:
         n, s, ss = 0, torch.zeros((), dtype=torch.float64), torch.zeros((), dtype=torch.float64)
@@ -113,13 +127,33 @@ class Shard:
         return write_part(out, self.utts, front, part)
 
 
-def serve_forked(conn: Any, utts: Utterances, dags: dict[str, PhoneDag]) -> None:
-    """A forkserver worker: answer the parent's calls on its shard until it closes the pipe."""
+def _read(share: Share) -> Utterances:
+    return load_utterances(share.data, only=set(share.utts)).subset(share.utts)
+
+
+def serve_forked(conn: Any, share: Share | Utterances, dags: dict[str, PhoneDag]) -> None:
+    """A forkserver worker: read its features (see ``Shard.of``), then answer the parent's
+    calls on its shard until it closes the pipe."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's: it ends the jobs
     torch.set_num_threads(1)   # many small products: a second thread only waits (DESIGN.md)
-    serve(conn, {0: Shard(utts, dags, False)})
+    try:
+        shard = Shard.of(share, dags, False)
+    except BaseException as exc:  # noqa: BLE001 - told to the parent at its first call
+        _refuse(conn, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        return
+    serve(conn, {0: shard})
+
+
+def _refuse(conn: Any, detail: str) -> None:
+    """Answer every call with the error that kept this job from starting."""
+    while True:
+        try:
+            conn.recv()
+        except EOFError:
+            return
+        conn.send(("error", detail, time.process_time()))
 
 
 def serve(conn: Any, shards: dict[int, Shard],
