@@ -14,7 +14,9 @@ time is b·shift + (window − shift)/2: with 25 ms windows and 10 ms shifts, b�
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -49,6 +51,55 @@ class Agreement:
         for tol, n in self.within.items():
             out[f"within_{round(tol * 1000)}ms"] = n / max(self.boundaries, 1)
         return out
+
+    def add(self, other: Agreement) -> Agreement:
+        """Both corpora's counts (an alignment job's added to the others')."""
+        self.frames += other.frames
+        self.frames_same += other.frames_same
+        self.boundaries += other.boundaries
+        for tol, n in other.within.items():
+            self.within[tol] = self.within.get(tol, 0) + n
+        self.phones_matched += other.phones_matched
+        self.phones_ref += other.phones_ref
+        self.abs_errors.extend(other.abs_errors)
+        return self
+
+
+@dataclass
+class Reference:
+    """Exact alignments of a corpus (the synthesizer's) to measure learned ones against."""
+
+    root: Path
+    ids: dict[str, int]
+    silence: int
+
+    def measure(self, alis: dict, split: str) -> Agreement | None:
+        """The counts of these alignments (an alignment job's) against the reference's
+        ``split``; None where it has no ``phone.ctm``."""
+        from asrtrain.lang.pdf_ali import read_alignments
+
+        ctm = self.root / split / "phone.ctm"
+        if not ctm.exists():
+            return None
+        segs = read_ctm_segments(ctm, self.ids, only=alis)
+        frames = {u: a for u, a in read_alignments(self.root / split / "ali.scp") if u in alis}
+        acc = Agreement()
+        for utt, a in alis.items():
+            if utt in segs and utt in frames:
+                add_utterance(acc, segments_from_frames(a.phone, a.starts), segs[utt], a.phone,
+                              frames[utt], {self.silence})
+        return acc
+
+
+def agreement(parts: list[Agreement | None]) -> dict[str, float]:
+    """The report of the jobs' counts summed (empty where the reference has no split)."""
+    if not parts or parts[0] is None:
+        return {}
+    acc = Agreement()
+    for part in parts:
+        if part is not None:
+            acc.add(part)
+    return {k: round(v, 4) for k, v in acc.report().items()}
 
 
 def add_utterance(acc: Agreement, hyp: list[tuple[int, float, float]],
@@ -93,14 +144,15 @@ def segments_from_frames(phones: np.ndarray, starts: np.ndarray) -> list[tuple[i
             for s, e in zip(starts, ends, strict=True)]
 
 
-def read_ctm_segments(path, phone_ids: dict[str, int]) -> dict[str, list[tuple[int, float, float]]]:
-    """``utt → [(phone id, start, end)]`` of a phone CTM."""
+def read_ctm_segments(path, phone_ids: dict[str, int], only: Container[str] | None = None
+                      ) -> dict[str, list[tuple[int, float, float]]]:
+    """``utt → [(phone id, start, end)]`` of a phone CTM (``only``: of these utterances)."""
     from asrtrain.core.textio import read_lines
 
     out: dict[str, list[tuple[int, float, float]]] = {}
     for line in read_lines(path):
         p = line.split()
-        if len(p) >= 5:
+        if len(p) >= 5 and (only is None or p[0] in only):
             start, dur = float(p[2]), float(p[3])
             out.setdefault(p[0], []).append((phone_ids[p[4]], start, start + dur))
     return out

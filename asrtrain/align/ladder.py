@@ -24,13 +24,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from asrtrain.align.aligner import equal_alignment
 from asrtrain.align.am import AcousticModel
 from asrtrain.align.corpus import Beams, Failures
 from asrtrain.align.feats import FrontEnd, Utterances
-from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs, context_pdfs
+from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
 from asrtrain.align.train import StageSpec, train_stage
-from asrtrain.lang.hmm import FrameAlignment
 
 if TYPE_CHECKING:
     from asrtrain.align.parallel import Jobs
@@ -96,17 +94,9 @@ def train_mono(utts: Utterances, jobs: Jobs, phones: list[int], sil: int, cfg: L
     model = AcousticModel.flat(pdfs.num_pdfs, mean, var)
     floor = VAR_FLOOR_RATIO * var
     trans = Transitions.initial(phones)
-    equal = {}
-    for utt, dag in jobs.dags.items():
-        seq = dag.first_path
-        ali = equal_alignment([(pdfs.pdf(0, p, 0, s), p, s) for p in seq for s in range(3)],
-                              utts.frames(utt))
-        if ali is None:
-            failures.add(utt, "too short for its phones")
-        else:
-            equal[utt] = ali
-    jobs.set_alignments(equal)
-    log.info("mono: %d pdfs, equal alignment of %d utterances", pdfs.num_pdfs, len(equal))
+    for utt in jobs.equal_alignments(pdfs):
+        failures.add(utt, "too short for its phones")
+    log.info("mono: %d pdfs, equal alignment of %d utterances", pdfs.num_pdfs, jobs.aligned)
     stats, _, _ = jobs.accumulate(model)  # iteration 0: the equal alignments' statistics
     model.update(stats, floor)
     model = train_stage(cfg.spec("mono"), jobs, model, pdfs, trans, cfg.beams, failures, floor)
@@ -137,35 +127,22 @@ def train_mono_subset(utts: Utterances, jobs: Jobs, phones: list[int], sil: int,
     return rung
 
 
-def phone_items(alignments: dict) -> list[FrameAlignment]:
-    """The alignments as the tree wants them: phone and HMM state per frame, phone starts."""
-    return [FrameAlignment(a.phone, a.starts.tolist(), a.state, u)
-            for u, a in alignments.items()]
-
-
 def train_tri(prev: Rung, jobs: Jobs, phones: list[int], sil: int,
               cfg: LadderConfig, failures: Failures) -> Rung:
-    """Triphones on asrtrain's tree, from the monophone alignments."""
-    from asrtrain.lang.hmm import estimate_topology
-    from asrtrain.lang.tree import build_tree
+    """Triphones on asrtrain's tree, from the monophone alignments (the jobs count their
+    moves and contexts, summed here: Kaldi's acc-tree-stats and sum-tree-stats)."""
+    from asrtrain.lang.hmm import states_per_phone
+    from asrtrain.lang.tree import tree_from_counts
 
-    items = phone_items(jobs.alignments)
-    topo = estimate_topology(items, phones, states=3, sil_phones=[sil], sil_states=3)
-    tree, _ = build_tree(items, topo, ci_phones=[sil], num_pdfs=cfg.tri_leaves)
+    topo = jobs.topology(states_per_phone(phones, states=3, sil_phones=[sil], sil_states=3))
+    tree = tree_from_counts(jobs.contexts(topo), topo, ci_phones=[sil],
+                            num_pdfs=cfg.tri_leaves)
     pdfs = TreePdfs(tree)
-    _relabel(jobs, pdfs)
+    jobs.relabel(pdfs)
     model = _single_gaussians(pdfs.num_pdfs, jobs)   # Kaldi's gmm-init-model, then mix up
     model = train_stage(cfg.spec("tri"), jobs, model, pdfs, prev.trans, cfg.beams, failures,
                         var_floor(jobs))
     return Rung("tri", prev.front, pdfs, model, prev.trans)
-
-
-def _relabel(jobs: Jobs, pdfs: MonoPdfs | TreePdfs) -> None:
-    """Give every frame of the current alignments its pdf under ``pdfs`` (here and in
-    the jobs)."""
-    for a in jobs.alignments.values():
-        a.pdf = context_pdfs(a.phone, a.state, a.starts, pdfs)
-    jobs.set_alignments(jobs.alignments)
 
 
 def train_lda(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,

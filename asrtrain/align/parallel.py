@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import pickle
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,15 +31,17 @@ import torch
 
 from asrtrain.adapt.gmm import DiagGMM
 from asrtrain.adapt.lda import LdaStats
-from asrtrain.align.aligner import Alignment
+from asrtrain.align.ali_parts import add_counts
 from asrtrain.align.am import AcousticModel, GmmStats
 from asrtrain.align.corpus import Beams, Counts, Failures, Realigned
+from asrtrain.align.evaluate import Reference, agreement
 from asrtrain.align.feats import DiskFeats, FrontEnd, Utterances
 from asrtrain.align.graph import PhoneDag
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
 from asrtrain.align.remote import Workers
 from asrtrain.align.shard import Shard, Share, serve_forked
 from asrtrain.core.errors import AsrtrainError
+from asrtrain.lang.hmm import Topology
 
 log = logging.getLogger("asrtrain.align")
 
@@ -98,9 +101,9 @@ class _Remote:
 class Jobs:
     """The parent's side: every call goes to each job; the answers are merged here.
 
-    ``alignments`` is the parent's copy of every job's current alignments (the tree,
-    LDA and the output read it); ``cpu_seconds`` counts the workers' CPU time (the
-    parent's own is ``time.process_time()``)."""
+    The alignments stay in the jobs (``aligned`` counts them): the parent sums what the
+    tree, the topology and the report need, and the jobs write them. ``cpu_seconds``
+    counts the workers' CPU time (the parent's own is ``time.process_time()``)."""
 
     cpu_seconds = 0.0   # all workers of all Jobs, finished or not
 
@@ -111,7 +114,7 @@ class Jobs:
         self.data, self.order = utts.data, list(utts.feats)
         shares = [utts.subset(part) for part in split_speakers(utts, nj)]
         self.parts = [[u for u in dags if u in share.feats] for share in shares]
-        self.alignments: dict[str, Alignment] = {}
+        self.aligned = 0              # utterances with an alignment, all jobs
         self._local: Shard | None = None
         self._remote: list[JobHandle] = []
         self._key = 0                 # which of a remote job's shards these are
@@ -179,13 +182,6 @@ class Jobs:
         except OSError:
             raise AsrtrainError(job.lost()) from None
 
-    def _one(self, i: int, method: str, *args: Any) -> Any:
-        """``method(*args)`` on job ``i`` alone."""
-        if self._local is not None:
-            return getattr(self._local, method)(*args)
-        self._send(i, self._message(method, *args))
-        return self._answer(i)
-
     def _answer(self, i: int) -> Any:
         job = self._remote[i]
         try:
@@ -229,26 +225,66 @@ class Jobs:
         mean = sum(s[1] for s in sums) / n
         return mean, sum(s[2] for s in sums) / n - mean * mean
 
-    def set_alignments(self, alignments: dict[str, Alignment]) -> None:
-        """Alignments made or relabelled here, each job given its own."""
-        self.alignments = alignments
-        for i, part in enumerate(self.parts):
-            mine = {u: alignments[u] for u in part if u in alignments}
-            self._one(i, "set_alignments", mine)
+    def equal_alignments(self, pdfs: MonoPdfs) -> list[str]:
+        """Every job's equal alignments (``ali_parts.equal_alignments``); the utterances
+        too short for them."""
+        short = [u for part in self.call("equal_alignments", pdfs) for u in part]
+        self.aligned = len(self.dags) - len(short)
+        return short
+
+    def relabel(self, pdfs: MonoPdfs | TreePdfs) -> None:
+        """Every frame of the jobs' alignments given its pdf under ``pdfs``."""
+        self.call("relabel", pdfs)
+
+    def topology(self, num_states: dict[int, int]) -> Topology:
+        """The topology from the jobs' alignments (their moves summed)."""
+        from asrtrain.lang.hmm import topology_from_moves
+
+        moves: dict[int, np.ndarray] = {}
+        for part in self.call("moves", num_states):
+            add_counts(moves, part)
+        return topology_from_moves(moves, num_states)
+
+    def contexts(self, topo: Topology) -> Counter:
+        """Frames per (left, phone, right, state) of the jobs' alignments, summed."""
+        total: Counter = Counter()
+        for part in self.call("contexts", topo):
+            add_counts(total, part)
+        return total
+
+    def pdf_frames(self, num_pdfs: int) -> np.ndarray:
+        return sum(self.call("pdf_frames", num_pdfs))
+
+    def agreement(self, ref: Reference, split: str) -> dict[str, float]:
+        """The jobs' alignments against the reference's (``evaluate.agreement``)."""
+        return agreement(self.call("agreement", ref, split))
+
+    def write_alignments(self, out: Path, split: str, names: dict[int, str],
+                         text: dict[str, list[str]], failed: dict[str, str]) -> int:
+        """The split's alignment tables: each job writes its part, then the merged scp
+        files (``output.write_split``); the utterances written."""
+        from asrtrain.align.output import write_split
+
+        if self._local is not None:
+            self._local.write_alignments(out, split, 1, names)
+        else:
+            for i in range(self.nj):
+                self._send(i, self._message("write_alignments", out, split, i + 1, names))
+            self._gather()
+        return write_split(out, split, self.nj, text, failed)
 
     def realign(self, model: AcousticModel, pdfs: MonoPdfs | TreePdfs, trans: Transitions,
                 beams: Beams, failures: Failures, what: str, keep_previous: bool = True) -> None:
         """Realign every job (see ``corpus.realign``); ``failures`` gets each job's reasons."""
         got = self.call("realign", model.state_dict(), pdfs, trans, beams, keep_previous, what)
-        merged: dict[str, Alignment] = {}
         total = Realigned()
-        for part, (alis, reasons, counts) in zip(self.parts, got, strict=True):
-            merged.update(alis)
+        self.aligned = 0
+        for part, (aligned, reasons, counts) in zip(self.parts, got, strict=True):
+            self.aligned += aligned
             for utt in part:
                 failures.reasons.pop(utt, None)
             failures.reasons.update(reasons)
             total += counts
-        self.alignments = {u: merged[u] for u in self.dags if u in merged}
         total.log(what, beams)
 
     def accumulate(self, model: AcousticModel) -> tuple[GmmStats, Counts, Counts]:

@@ -20,12 +20,12 @@ import numpy as np
 import torch
 
 from asrtrain.align import ladder
-from asrtrain.align.aligner import Alignment
 from asrtrain.align.corpus import Failures
+from asrtrain.align.evaluate import Reference
 from asrtrain.align.feats import FrontEnd, Utterances, load_utterances
 from asrtrain.align.graph import PhoneDag
 from asrtrain.align.ladder import LadderConfig, Rung
-from asrtrain.align.output import check_out_path, write_split
+from asrtrain.align.output import check_out_path
 from asrtrain.align.parallel import Clock, Jobs
 from asrtrain.align.remote import Launch, Workers
 from asrtrain.align.transcripts import build_dags, map_oovs, pron_table
@@ -126,9 +126,8 @@ def _align_all(job: AlignJob, lex: Lexicon, workers: Workers | None) -> dict[str
 
         # the ids of every ali.scp: written before them, so no split is ever without its table
         write_symbols(job.out / "phones.txt", {EPS: 0, **lex.phones})
-        alis = _align_split(job, train, rungs, jobs, names, ref, report)
-        pdf_frames = np.bincount(np.concatenate([a.pdf for a in alis.values()]),
-                                 minlength=rungs[-1].pdfs.num_pdfs) if alis else None
+        aligned = _align_split(job, train, rungs, jobs, names, ref, report)
+        pdf_frames = jobs.pdf_frames(rungs[-1].pdfs.num_pdfs) if aligned else None
     for split in list(splits.values())[1:]:
         with Jobs(split.utts, split.dags, cfg.nj, workers, split.name) as jobs:
             _align_split(job, split, rungs, jobs, names, ref, report)
@@ -178,7 +177,7 @@ def _train(job: AlignJob, train: Split, jobs: Jobs, phones: list[int], sil: int,
                                    "pdfs": rung.pdfs.num_pdfs,
                                    "gaussians": rung.model.num_gauss()}
         if ref is not None:
-            figures["agreement"] = ref.agreement(jobs.alignments, train.name)
+            figures["agreement"] = jobs.agreement(ref, train.name)
         report["stages"][stage] = figures
         log.info("%s: %s", stage, json.dumps(figures))
     return rungs
@@ -200,24 +199,24 @@ def _climb(stage: str, train: Split, rungs: list[Rung], jobs: Jobs, phones: list
 
 
 def _align_split(job: AlignJob, split: Split, rungs: list[Rung], jobs: Jobs,
-                 names: dict[int, str], ref: Reference | None, report: dict[str, Any]
-                 ) -> dict[str, Alignment]:
-    """A split's final alignments, written, timed and measured."""
+                 names: dict[int, str], ref: Reference | None, report: dict[str, Any]) -> int:
+    """A split's final alignments, written, timed and measured; how many."""
     clock = Clock()
     is_train = split.name == next(iter(job.splits))
-    alis = align_split(split, rungs, job.config, jobs, is_train)
-    lost = _finish_split(job, split, alis, names)
-    figures = {"aligned": len(alis), "lost": lost, **clock.figures(split.hours()),
+    align_split(split, rungs, job.config, jobs, is_train)
+    lost = _finish_split(job, split, jobs, names)
+    figures = {"aligned": jobs.aligned, "lost": lost, **clock.figures(split.hours()),
                "jobs": jobs.nj}
     if ref is not None and not is_train:
-        figures["agreement"] = ref.agreement(alis, split.name)
+        figures["agreement"] = jobs.agreement(ref, split.name)
     report["splits"][split.name] = figures
-    return alis
+    return jobs.aligned
 
 
 def align_split(split: Split, rungs: list[Rung], cfg: LadderConfig, jobs: Jobs, is_train: bool
-                ) -> dict[str, Alignment]:
-    """Final alignments of a split with the last rung (fMLLR first where it is SAT)."""
+                ) -> None:
+    """Final alignments of a split with the last rung (fMLLR first where it is SAT), held
+    by the jobs."""
     last = rungs[-1]
     if last.name == "sat" and not is_train:
         si = rungs[-2]
@@ -231,11 +230,10 @@ def align_split(split: Split, rungs: list[Rung], cfg: LadderConfig, jobs: Jobs, 
         jobs.use_front(last.front)
     jobs.realign(last.model, last.pdfs, last.trans, cfg.beams, split.failures,
                  f"{split.name}: final alignment", keep_previous=False)
-    return jobs.alignments
 
 
-def _finish_split(job: AlignJob, split: Split, alis: dict[str, Alignment],
-                  names: dict[int, str]) -> dict[str, int]:
+def _finish_split(job: AlignJob, split: Split, jobs: Jobs, names: dict[int, str]
+                  ) -> dict[str, int]:
     """Write the split, or refuse it when too much was lost (the list is written either way)."""
     lost = split.failures.counts()
     total = len(split.utts.feats) + len(split.utts.missing_text)
@@ -251,7 +249,7 @@ def _finish_split(job: AlignJob, split: Split, alis: dict[str, Alignment],
         raise InputError(f"{n_lost} of {total} utterances of {split.name} could not be aligned "
                          f"(more than --max-lost {job.max_lost:g}); see "
                          f"{job.out / split.name / 'failed.txt'}", job.splits[split.name])
-    write_split(job.out, split.name, alis, names, split.text, split.failures.reasons)
+    jobs.write_alignments(job.out, split.name, names, split.text, split.failures.reasons)
     return lost
 
 
@@ -271,36 +269,6 @@ def save_rung(path: Path, rung: Rung, names: dict[int, str]) -> None:
                        "fmllr": {k: v.tolist() for k, v in rung.front.fmllr.items()}}}
     with atomic_open(path, "wb") as fh:
         torch.save(state, fh)
-
-
-@dataclass
-class Reference:
-    """Exact alignments of a corpus (the synthesizer's) to measure learned ones against."""
-
-    root: Path
-    ids: dict[str, int]
-    silence: int
-
-    def agreement(self, alis: dict[str, Alignment], split: str) -> dict[str, float]:
-        from asrtrain.align.evaluate import (
-            Agreement,
-            add_utterance,
-            read_ctm_segments,
-            segments_from_frames,
-        )
-        from asrtrain.lang.pdf_ali import read_alignments
-
-        ctm = self.root / split / "phone.ctm"
-        if not ctm.exists():
-            return {}
-        segs = read_ctm_segments(ctm, self.ids)
-        frames = dict(read_alignments(self.root / split / "ali.scp"))
-        acc = Agreement()
-        for utt, a in alis.items():
-            if utt in segs and utt in frames:
-                add_utterance(acc, segments_from_frames(a.phone, a.starts), segs[utt], a.phone,
-                              frames[utt], {self.silence})
-        return {k: round(v, 4) for k, v in acc.report().items()}
 
 
 def _reference(root: Path, lex: Lexicon) -> Reference:

@@ -2,7 +2,8 @@
 
 A job is a :class:`Shard`: its speakers' MFCC (read by the job itself), transcript DAGs,
 features under the current front end (one float32 matrix, ``frames.FrameBlock``) and
-alignments, kept in memory across iterations. The parent
+alignments, kept in memory across iterations; the parent gets counts and statistics
+from them, never the alignments (``ali_parts``). The parent
 (``parallel.Jobs``) sends ``(key, method, args)``; :func:`serve` looks ``method`` up on
 the shard (the shard's methods are the whole protocol, so nothing above is named in
 a message) and answers with the result. A forkserver job starts in
@@ -16,6 +17,7 @@ import logging
 import pickle
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -27,15 +29,17 @@ import torch
 
 from asrtrain.adapt.gmm import DiagGMM
 from asrtrain.adapt.lda import LdaStats
-from asrtrain.align.aligner import Alignment
+from asrtrain.align import ali_parts
 from asrtrain.align.am import AcousticModel, GmmStats
 from asrtrain.align.corpus import Beams, Corpus, Counts, Failures, Realigned, accumulate, realign
+from asrtrain.align.evaluate import Agreement, Reference
 from asrtrain.align.feats import FrontEnd, Utterances, load_utterances
 from asrtrain.align.frames import FrameBlock
 from asrtrain.align.front_stats import estimate_fmllr, lda_stats, mllt_stats
 from asrtrain.align.graph import PhoneDag
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
 from asrtrain.core.errors import AsrtrainError
+from asrtrain.lang.hmm import Topology
 
 log = logging.getLogger("asrtrain.align")
 
@@ -91,16 +95,38 @@ class Shard:
             n, s, ss = n + x.shape[0], s + x.sum(0), ss + (x * x).sum(0)
         return n, s, ss
 
-    def set_alignments(self, alignments: dict[str, Alignment]) -> None:
-        self.corpus.alignments = alignments
+    # --- the alignments: held here, never sent whole (see ali_parts) ---
+    def equal_alignments(self, pdfs: MonoPdfs) -> list[str]:
+        self.corpus.alignments, short = ali_parts.equal_alignments(self.corpus.dags,
+                                                                   self.utts.frames, pdfs)
+        return short
+
+    def relabel(self, pdfs: MonoPdfs | TreePdfs) -> None:
+        ali_parts.relabel(self.corpus.alignments, pdfs)
+
+    def moves(self, num_states: dict[int, int]) -> dict[int, np.ndarray]:
+        return ali_parts.moves(self.corpus.alignments, num_states)
+
+    def contexts(self, topo: Topology) -> Counter:
+        return ali_parts.contexts(self.corpus.alignments, topo)
+
+    def pdf_frames(self, num_pdfs: int) -> np.ndarray:
+        return ali_parts.pdf_frames(self.corpus.alignments, num_pdfs)
+
+    def agreement(self, ref: Reference, split: str) -> Agreement | None:
+        return ref.measure(self.corpus.alignments, split)
+
+    def write_alignments(self, out: Path, split: str, part: int, names: dict[int, str]) -> None:
+        from asrtrain.align.output import write_part
+
+        write_part(out, split, part, self.corpus.alignments, names)
 
     def realign(self, model: dict, pdfs: MonoPdfs | TreePdfs, trans: Transitions, beams: Beams,
-                keep_previous: bool, what: str
-                ) -> tuple[dict[str, Alignment], dict[str, str], Realigned]:
+                keep_previous: bool, what: str) -> tuple[int, dict[str, str], Realigned]:
         got, counts = realign(self.corpus, AcousticModel.from_state(model), pdfs, trans, beams,
                               self.failures, what if self.progress else None, keep_previous)
         self.corpus.alignments = got
-        return got, dict(self.failures.reasons), counts
+        return len(got), dict(self.failures.reasons), counts
 
     def accumulate(self, model: dict) -> tuple[GmmStats, Counts, Counts]:
         return accumulate(AcousticModel.from_state(model), self.corpus)

@@ -70,6 +70,6 @@ def train_stage(spec: StageSpec, jobs: Jobs, model: AcousticModel, pdfs: MonoPdf
         log.info("%s iteration %d/%d: log-likelihood per frame %.3f over %d frames, "
                  "%d Gaussians, %d utterances aligned, %d back-off pdfs pooled", spec.name, it,
                  spec.iters, stats.loglike / max(stats.frames, 1), stats.frames,
-                 model.num_gauss(), len(jobs.alignments), filled)
+                 model.num_gauss(), jobs.aligned, filled)
     log.info("%s: %d iterations in %.1f s", spec.name, spec.iters, time.time() - t0)
     return model

@@ -142,9 +142,19 @@ def estimate_topology(alignments: Iterable[Alignment], phones: Iterable[int],
                       states: int = 3, sil_phones: Iterable[int] = (), sil_states: int = 3
                       ) -> Topology:
     """Topology and transition probabilities from frame-level phone alignments."""
+    num_states = states_per_phone(phones, states, sil_phones, sil_states)
+    return topology_from_moves(count_moves(alignments, num_states), num_states)
+
+
+def states_per_phone(phones: Iterable[int], states: int = 3, sil_phones: Iterable[int] = (),
+                     sil_states: int = 3) -> dict[int, int]:
     sil = set(sil_phones)
-    num_states = {p: (sil_states if p in sil else states) for p in phones}
-    counts = count_moves(alignments, num_states)
+    return {p: (sil_states if p in sil else states) for p in phones}
+
+
+def topology_from_moves(counts: dict[int, np.ndarray], num_states: dict[int, int]) -> Topology:
+    """:func:`estimate_topology` from moves already counted (alignment jobs count theirs,
+    the parent sums them)."""
     trans: dict[int, list[dict[int, float]]] = {}
     for phone, s_count in num_states.items():
         rows = []

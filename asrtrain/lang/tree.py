@@ -111,8 +111,15 @@ def _select(counts: Counter[Key], topo: Topology, ci_phones: set[int], threshold
 def build_tree(alignments: Iterable[Alignment], topo: Topology, ci_phones: Iterable[int],
                num_pdfs: int) -> tuple[ContextTree, Counter[Key]]:
     """The tree with about ``num_pdfs`` pdfs (at least one per phone state)."""
-    ci_set = set(ci_phones)
     counts = context_counts(alignments, topo)
+    return tree_from_counts(counts, topo, ci_phones, num_pdfs), counts
+
+
+def tree_from_counts(counts: Counter[Key], topo: Topology, ci_phones: Iterable[int],
+                     num_pdfs: int) -> ContextTree:
+    """:func:`build_tree` from the frames per context already counted (alignment jobs
+    count theirs, the parent sums them: the tree depends only on the counts)."""
+    ci_set = set(ci_phones)
     n_ci = sum(topo.num_states.values())
     lo, hi = 1.0, float(sum(counts.values())) + 1.0   # at hi nothing but the CI states
     best: tuple[list[Key], list[Key]] = ([], [])
@@ -141,7 +148,7 @@ def build_tree(alignments: Iterable[Alignment], topo: Topology, ci_phones: Itera
         tree.pdf_info.append((c, s))
     log.info("tree: %d pdfs (%d context-independent, %d biphone, %d triphone; asked for %d)",
              tree.num_pdfs, n_ci, len(bi), len(tri), num_pdfs)
-    return tree, counts
+    return tree
 
 
 def pdf_table_text(tree: ContextTree, phone_names: dict[int, str]) -> str:

@@ -66,6 +66,32 @@ def test_the_parent_holds_frame_counts_and_a_job_one_float32_matrix(tmp_path: Pa
         assert shard.corpus.feats.data is first
 
 
+def test_the_alignments_stay_in_the_jobs_which_write_them(tmp_path: Path) -> None:
+    """The parent sums counts (tree, topology, frames per pdf) and merges the jobs' tables."""
+    from asrtrain.align.hmm import MonoPdfs
+    from asrtrain.lang.hmm import states_per_phone
+    from asrtrain.lang.pdf_ali import read_alignments
+
+    frames = {"spk1-1": 120, "spk1-2": 80, "spk2-1": 100, "spk3-1": 5}   # the last too short
+    data = _data_dir(tmp_path, frames)
+    lex = read_dict_dir(tmp_path / "dict")
+    split = load_split("train", data, lex, pron_table(lex), None)
+    phones = sorted(lex.phones.values())
+    with Jobs(split.utts, split.dags, 1) as jobs:
+        assert jobs.equal_alignments(MonoPdfs(phones)) == ["spk3-1"]
+        assert jobs.aligned == 3 and not hasattr(jobs, "alignments")
+        topo = jobs.topology(states_per_phone(phones))
+        assert sum(jobs.contexts(topo).values()) == 300
+        assert int(jobs.pdf_frames(len(phones) * 3).sum()) == 300
+        assert jobs.write_alignments(tmp_path / "out", "train", {i: p for p, i in lex.phones.items()},
+                                     split.text, {"spk3-1": "too short"}) == 3
+    alis = dict(read_alignments(tmp_path / "out" / "train" / "ali.scp"))
+    assert list(alis) == ["spk1-1", "spk1-2", "spk2-1"] and len(alis["spk1-2"]) == 80
+    assert sorted(p.name for p in (tmp_path / "out" / "train").iterdir()) == [
+        "ali.1.ark", "ali.scp", "failed.txt", "pdf.1.ark", "pdf.scp", "phone.ctm",
+        "state.1.ark", "state.scp", "text"]
+
+
 def _job_corpus(n_utts: int, frames: int, dim: int, pdfs: int) -> tuple[Corpus, AcousticModel]:
     from asrtrain.align.aligner import Alignment
 
