@@ -130,7 +130,7 @@ class AcousticModel:
         component is a posterior). With ``rows``, frame i is ``x[rows[i]]``: each pdf's
         frames are gathered and widened to float64 alone, never the whole of ``x``."""
         xt = torch.as_tensor(x)
-        for p, idx in by_pdf(torch.as_tensor(pdf, dtype=torch.long)):
+        for p, idx in by_pdf(torch.as_tensor(pdf, dtype=torch.long), PDF_BLOCK):
             xs = xt[idx if rows is None else rows[idx]].to(torch.float64)
             comp = self.component_loglikes(p, xs)
             ll = torch.logsumexp(comp, dim=1)
@@ -213,14 +213,23 @@ class AcousticModel:
         return AcousticModel(self.means.clone(), self.vars.clone(), self.logw.clone())
 
 
-def by_pdf(pdf: torch.Tensor):
-    """``(pdf, frame indices)`` for every pdf that has frames (one sort, no Python per frame)."""
+#: Most frames of one pdf taken at once by the statistics passes: a pdf's frames grow with
+#: the job (silence holds a fifth of them), its working memory (frames × Gaussians ×
+#: dimension, for MLLT) must not.
+PDF_BLOCK = 4096
+
+
+def by_pdf(pdf: torch.Tensor, block: int | None = None):
+    """``(pdf, frame indices)`` for every pdf that has frames (one sort, no Python per
+    frame); with ``block``, a pdf's frames in pieces of at most that many, in order."""
     pdf = torch.as_tensor(pdf, dtype=torch.long)
     order = torch.argsort(pdf, stable=True)
     values, counts = torch.unique_consecutive(pdf[order], return_counts=True)
     start = 0
     for v, n in zip(values.tolist(), counts.tolist(), strict=True):
-        yield v, order[start:start + n]
+        step = block or n
+        for i in range(start, start + n, step):
+            yield v, order[i:min(i + step, start + n)]
         start += n
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from asrtrain.adapt.lda import LdaStats, splice
-from asrtrain.align.am import AcousticModel, by_pdf
+from asrtrain.align.am import PDF_BLOCK, AcousticModel, by_pdf
 from asrtrain.align.corpus import Corpus, aligned_frames
 from asrtrain.align.feats import FrontEnd, Utterances
 
@@ -39,7 +39,7 @@ def mllt_stats(model: AcousticModel, corpus: Corpus) -> tuple[torch.Tensor, floa
     if not corpus.alignments:
         return g, beta
     x_all, rows, pdf = aligned_frames(corpus)
-    for p, idx in by_pdf(torch.from_numpy(pdf)):
+    for p, idx in by_pdf(torch.from_numpy(pdf), PDF_BLOCK):
         x = x_all[idx if rows is None else rows[idx]].to(torch.float64)
         comp = model.component_loglikes(p, x)
         post = torch.softmax(comp, dim=1)                         # [n, k]
