@@ -1,12 +1,12 @@
 """The aligner's features: MFCC with per-speaker mean normalisation, then one of the
 ladder's front ends (Δ+ΔΔ; splice+LDA+MLLT; that with per-speaker fMLLR).
 
-A corpus for alignment is small enough to hold in memory as float32 (1 h of 13-dim
-MFCC is 19 MB; 100 h is 1.9 GB), which lets every EM pass be a few large matrix
-products instead of one read per utterance per pass. Where the jobs run on other
-hosts (``--job-cmd``), each holds only its speakers' matrices (read with ``only``)
-and the parent keeps frame counts, reading a matrix again only when it writes one
-(:class:`DiskFeats`); both read through :class:`FeatTables`, so the values are the same.
+A job's share of the corpus is small enough to hold in memory as float32 (1 h of
+13-dim MFCC is 19 MB), which lets every EM pass be a few large matrix products
+instead of one read per utterance per pass. Each job holds only its speakers'
+matrices (read with ``only``, by the job itself) and the parent keeps frame counts
+(:class:`DiskFeats`), so no process holds the whole corpus; both read through
+:class:`FeatTables`, so the values are the same.
 """
 
 from __future__ import annotations
