@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asrtrain.lang.fstio import Arcs, to_arcs, to_vector_fst
+from asrtrain.lang.fstio import Arcs, release_memory, to_arcs, to_vector_fst
 from asrtrain.lang.tree import ContextTree
 
 log = logging.getLogger("asrtrain.lang.graph")
@@ -69,49 +69,65 @@ def add_self_loops(arcs: Arcs, self_loop: np.ndarray, scale: float = SELF_LOOP_S
     out of the state (arcs and final weight) gains −scale·ln(1−p), as Kaldi's
     ``add-self-loops`` with ``--self-loop-scale``. A state is "entered by" the input
     label of its incoming arcs (0: epsilon, and the start state); each further label
-    gets a copy of the state with the same arcs out.
+    gets a copy of the state with the same arcs out. The result has ConstFst's types
+    (int32, float32 weights summed in float64): 20 bytes an arc.
     """
     n = arcs.num_states
     width = int(max(arcs.il.max(initial=0), 0)) + 1
-    keys = np.concatenate([arcs.dst * width + arcs.il, [arcs.start * width]])
+    keys = np.append(arcs.dst.astype(np.int64) * width + arcs.il, arcs.start * width)
     pairs, inverse = np.unique(keys, return_inverse=True)
+    del keys
     state, label = pairs // width, pairs % width
-    first = np.searchsorted(state, state)              # index of the state's first pair
-    rank = np.arange(pairs.size) - first
-    extra = rank > 0
+    del pairs
+    extra = np.arange(state.size) - np.searchsorted(state, state) > 0   # not the first pair
     target = state.copy()
     target[extra] = n + np.arange(int(extra.sum()))    # copies get new ids
-    new_dst = target[inverse[:-1]]
-    cls = np.zeros(n + int(extra.sum()), dtype=np.int64)
+    total = n + int(extra.sum())
+    if total >= 2**31:
+        raise ValueError(f"HCLG with self-loops would have {total} states: over ConstFst's int32")
+    new_dst = target[inverse[:-1]].astype(np.int32)
+    del inverse
+    cls = np.zeros(total, dtype=np.int32)
     cls[target] = label
-    # copies take their original's arcs out and final weight
-    orig = state[extra]
-    by_src = np.argsort(arcs.src, kind="stable")
-    bounds = np.searchsorted(arcs.src[by_src], np.arange(n + 1))
-    lens = bounds[orig + 1] - bounds[orig]
-    offsets = np.repeat(bounds[orig] - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
-    idx = by_src[offsets + np.arange(int(lens.sum()))]
-    src = np.concatenate([arcs.src, np.repeat(target[extra], lens)])
+    orig, copies = state[extra], target[extra]
+    del state, label, target, extra
+    idx, lens = _arcs_out_of(arcs.src, n, orig)        # copies take their original's arcs out
+    src = np.concatenate([arcs.src.astype(np.int32), np.repeat(copies, lens).astype(np.int32)])
     dst = np.concatenate([new_dst, new_dst[idx]])
-    il = np.concatenate([arcs.il, arcs.il[idx]])
-    ol = np.concatenate([arcs.ol, arcs.ol[idx]])
-    w = np.concatenate([arcs.w, arcs.w[idx]])
+    del new_dst
+    il = np.concatenate([arcs.il, arcs.il[idx]]).astype(np.int32)
+    ol = np.concatenate([arcs.ol, arcs.ol[idx]]).astype(np.int32)
     finals = dict(arcs.finals)
-    for q, copy in zip(orig.tolist(), target[extra].tolist(), strict=True):
+    for q, copy in zip(orig.tolist(), copies.tolist(), strict=True):
         if q in finals:
             finals[copy] = finals[q]
-    pdf = cls - 1
+    pdf = cls.astype(np.int64) - 1
     has_loop = pdf >= 0
     p = np.where(has_loop, self_loop[np.maximum(pdf, 0)], 0.0)
     loop_cost = np.where(has_loop, -scale * np.log(np.maximum(p, 1e-10)), 0.0)
     exit_cost = np.where(has_loop, -scale * np.log(np.maximum(1.0 - p, 1e-10)), 0.0)
-    w = w + exit_cost[src]
+    del pdf, p
+    w = np.concatenate([arcs.w, arcs.w[idx]]).astype(np.float64)
+    del idx
+    w += exit_cost[src]
     finals = {s: fw + float(exit_cost[s]) for s, fw in finals.items()}
-    loops = np.flatnonzero(has_loop)
+    loops = np.flatnonzero(has_loop).astype(np.int32)
     return Arcs(src=np.concatenate([src, loops]), dst=np.concatenate([dst, loops]),
                 il=np.concatenate([il, cls[loops]]), ol=np.concatenate([ol, np.zeros_like(loops)]),
-                w=np.concatenate([w, loop_cost[loops]]), finals=finals, start=arcs.start,
-                num_states=cls.size)
+                w=np.concatenate([w, loop_cost[loops]]).astype(np.float32), finals=finals,
+                start=arcs.start, num_states=total)
+
+
+def _arcs_out_of(src: np.ndarray, n: int, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the arcs leaving each of ``states`` in turn (each state's arcs in their
+    order in ``src``) and how many each has; no sort when the arcs are by state already,
+    as read from a file."""
+    by_src = None if np.all(src[1:] >= src[:-1]) else np.argsort(src, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=n))))
+    lens = bounds[states + 1] - bounds[states]
+    offsets = np.repeat(bounds[states] - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+    at = offsets + np.arange(int(lens.sum()))
+    return (at if by_src is None else by_src[at]), lens
 
 
 def size(fst) -> tuple[int, int]:
@@ -130,6 +146,7 @@ def build_lg(L_disambig, G):
     kaldifst.determinize_star(lg, use_log=True)
     kaldifst.minimize_encoded(lg)
     kaldifst.arcsort(lg, sort_type="ilabel")
+    release_memory()    # L∘G and its determinization: 2 GB of free heap at 200k words
     return lg
 
 
@@ -141,6 +158,7 @@ def build_hclg(lg, tree: ContextTree, disambig_phones: list[int], sizes: dict[st
     t0 = time.time()
     clg, ilabels = kaldifst.compose_context(disambig_phones, 3, 1, lg)
     kaldifst.arcsort(clg, sort_type="ilabel")
+    release_memory()
     sizes["CLG"] = size(clg)
     _step("C∘LG", t0, sizes["CLG"])
     disambig_base = tree.num_pdfs + 1
@@ -149,16 +167,20 @@ def build_hclg(lg, tree: ContextTree, disambig_phones: list[int], sizes: dict[st
     sizes["Ha"] = size(h)
     hclg = kaldifst.compose(h, clg)
     del clg, h
+    release_memory()
     _step("H∘CLG", t0, size(hclg))
     kaldifst.determinize_star(hclg, use_log=True)
     arcs = to_arcs(hclg)
     del hclg
+    release_memory()
     _step("determinize", t0, (arcs.num_states, arcs.src.size))
     arcs.il[arcs.il >= disambig_base] = 0          # Kaldi's fstrmsymbols
     hclg = to_vector_fst(arcs)
+    del arcs
     kaldifst.minimize_encoded(hclg)
     arcs = to_arcs(hclg)
     del hclg
+    release_memory()
     sizes["HCLGa"] = (arcs.num_states, int(arcs.src.size))
     _step("minimize", t0, sizes["HCLGa"])
     self_loop = np.array([tree.topo.self_loop(ph, st) for ph, st in tree.pdf_info])

@@ -142,10 +142,11 @@ def prepare_lang(dict_dir: Path, lm_text: Path | None, ali_dir: Path, out: Path,
     G = kaldifst.StdVectorFst.read(str(g_path))
     sizes["G"] = graphs.size(G)
     lg = graphs.build_lg(L_disambig, G)
+    del L, L_disambig, G        # not held through HCLG's steps
     sizes["LG"] = graphs.size(lg)
     log.info("graph: LG done at %.1fs (%d states, %d arcs)", time.time() - t0, *sizes["LG"])
     hclg = graphs.build_hclg(lg, tree, disambig_ids, sizes)
-    del lg, G
+    del lg
     graphs.write_graph_dir(out / "graph", hclg, out, tree, lex.silence, sizes)
     figures["sizes"] = sizes
     for k, (s, a) in sizes.items():
