@@ -146,7 +146,8 @@ def select_ngrams(words: int, bigrams: int, trigrams: int, rng: np.random.Genera
 
 def ngram_trie(words: int, bi: np.ndarray, tri: np.ndarray, rng: np.random.Generator):
     """The normalized back-off trie over ids 1..words, ``<s>``, ``</s>``."""
-    from asrtrain.lang.prune import recompute_order_bows
+    from bench_lm import append_order
+
     from asrtrain.lang.trie import NgramTrie
 
     V = words + 3
@@ -157,19 +158,8 @@ def ngram_trie(words: int, bi: np.ndarray, tri: np.ndarray, rng: np.random.Gener
     logp1[eos], logp1[bos] = np.log10(uni[-1] / uni.sum()), -99.0
     trie = NgramTrie(order=3, vocab_size=V, logp=[logp1], bow=[np.zeros(V, np.float32)],
                      word=[np.zeros(0, np.int32)], first=[])
-    for n, grams in ((2, bi), (3, tri)):
-        ctx = trie.find(grams[:, :-1]) if n > 2 else grams[:, 0].astype(np.int64)
-        first = np.zeros(trie.rows(n - 1) + 1, np.int64)
-        np.cumsum(np.bincount(ctx, minlength=trie.rows(n - 1)), out=first[1:])
-        trie.first.append(first.astype(np.int32))
-        trie.word.append(grams[:, -1].copy())
-        lower = trie.cond_logprob(grams[:, 1:-1], grams[:, -1])
-        x = 10.0 ** lower * rng.lognormal(0.0, 1.0, size=lower.shape[0])
-        total = np.bincount(ctx, x, minlength=trie.rows(n - 1))[ctx]
-        trie.logp.append(np.log10(0.6 * x / total).astype(np.float32))
-        if n < 3:
-            trie.bow.append(np.zeros(grams.shape[0], np.float32))
-        recompute_order_bows(trie, n)
+    for grams in (bi, tri):
+        append_order(trie, grams, rng)
     return trie
 
 

@@ -208,11 +208,31 @@ def do_ours_prune(arpa: Path, words_txt: Path, threshold: float) -> dict:
     return {"phases": ph.out, "ngrams": got.after}
 
 
+def append_order(trie, grams: np.ndarray, rng: np.random.Generator) -> None:
+    """Append order ``grams.shape[1]`` (sorted, unique n-grams) to ``trie``: each n-gram's
+    probability its lower order's times a log-normal factor, 0.6 of each context's mass kept
+    for the explicit n-grams, back-off weights made consistent (``recompute_order_bows``)."""
+    from asrtrain.lang.prune import recompute_order_bows
+
+    n = grams.shape[1]
+    ctx = trie.find(grams[:, :-1]) if n > 2 else grams[:, 0].astype(np.int64)
+    first = np.zeros(trie.rows(n - 1) + 1, np.int64)
+    np.cumsum(np.bincount(ctx, minlength=trie.rows(n - 1)), out=first[1:])
+    trie.first.append(first.astype(np.int32))
+    trie.word.append(grams[:, -1].copy())
+    lower = trie.cond_logprob(grams[:, 1:-1], grams[:, -1])
+    x = 10.0 ** lower * rng.lognormal(0.0, 1.0, size=lower.shape[0])
+    total = np.bincount(ctx, x, minlength=trie.rows(n - 1))[ctx]
+    trie.logp.append(np.log10(0.6 * x / total).astype(np.float32))
+    if n < trie.order:
+        trie.bow.append(np.zeros(grams.shape[0], np.float32))
+    recompute_order_bows(trie, n)
+
+
 def do_synthetic(arpa: Path, words_txt: Path, tokens: int, vocab_size: int) -> dict:
     """A normalized back-off 4-gram over ``vocab_size`` words: the distinct n-grams of a
     Zipf-distributed random text, each listed word's probability its lower-order one times
     a log-normal factor, 40% of each context's mass left to the back-off."""
-    from asrtrain.lang.prune import recompute_order_bows
     from asrtrain.lang.trie import NgramTrie, write_arpa
 
     ph = Phases()
@@ -241,19 +261,7 @@ def do_synthetic(arpa: Path, words_txt: Path, tokens: int, vocab_size: int) -> d
     def add_order(n: int) -> None:
         win = np.lib.stride_tricks.sliding_window_view(sent, n)
         ok = (win[:, 1:] != bos).all(axis=1) & (win[:, :-1] != eos).all(axis=1)
-        grams = np.unique(win[ok], axis=0).astype(np.int32)
-        ctx = trie.find(grams[:, :-1]) if n > 2 else grams[:, 0].astype(np.int64)
-        first = np.zeros(trie.rows(n - 1) + 1, np.int64)
-        np.cumsum(np.bincount(ctx, minlength=trie.rows(n - 1)), out=first[1:])
-        trie.first.append(first.astype(np.int32))
-        trie.word.append(grams[:, -1].copy())
-        lower = trie.cond_logprob(grams[:, 1:-1], grams[:, -1])
-        x = 10.0 ** lower * rng.lognormal(0.0, 1.0, size=lower.shape[0])
-        total = np.bincount(ctx, x, minlength=trie.rows(n - 1))[ctx]
-        trie.logp.append(np.log10(0.6 * x / total).astype(np.float32))
-        if n < 4:
-            trie.bow.append(np.zeros(grams.shape[0], np.float32))
-        recompute_order_bows(trie, n)
+        append_order(trie, np.unique(win[ok], axis=0).astype(np.int32), rng)
 
     for n in (2, 3, 4):
         ph(f"{n}-grams", add_order, n)
