@@ -38,8 +38,10 @@ PARALLEL = {
     "features": Parallel(CORES, "prepare features --nj: processes on one host, one ark each"),
     "align": Parallel(NODES * CORES, "prepare align --nj --job-cmd srun: jobs on any node, "
                                      "the parent sums their statistics"),
-    "ivectors": Parallel(1, "prepare ivectors: one process"),
-    "fmllr": Parallel(1, "prepare fmllr: one process"),
+    "ivectors": Parallel(CORES, "prepare ivectors --nj (adapt_nj): processes on one host, "
+                                "an ark each; the UBM's and extractor's EM stay in the parent"),
+    "fmllr": Parallel(CORES, "prepare fmllr --nj (adapt_nj): processes on one host, whole "
+                             "speakers each; the GMM's EM on its subsample stays in the parent"),
     "lang": Parallel(1, "prepare lang: one process (lexicon, LM, tree, HCLG)"),
     "archive": Parallel(1, "prepare archive: one process a split, one file (the recipe does "
                            "not pass --shards)"),

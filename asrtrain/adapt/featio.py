@@ -69,6 +69,59 @@ def write_matrices(scp: Path, items: Iterable[tuple[str, np.ndarray]]) -> int:
     return count
 
 
+def write_part(ark: Path, items: Iterable[tuple[str, np.ndarray]]) -> dict[str, str]:
+    """One job's matrices into ``ark`` (kaldiio); their scp entries (utterance ->
+    ``ark:offset``), which :func:`write_scp` merges once every job's part is complete."""
+    import kaldiio
+
+    ark = Path(ark).resolve()
+    ark.parent.mkdir(parents=True, exist_ok=True)
+    part = ark.with_suffix(".scp.part")
+    with kaldiio.WriteHelper(f"ark,scp:{ark},{part}") as writer:
+        for key, value in items:
+            writer(key, np.ascontiguousarray(value, dtype=np.float32))
+    entries = dict(line.split(" ", 1) for line in read_text(part).splitlines())
+    part.unlink()
+    return entries
+
+
+def part_arks(directory: Path, stem: str, nj: int) -> list[Path]:
+    """The arks of ``nj`` jobs (``stem.ark`` for one, as a single writer names it; else
+    ``stem.<job>.ark``); the other arks of ``stem`` a run with another ``nj`` left go."""
+    arks = [directory / f"{stem}.ark"] if nj == 1 else \
+        [directory / f"{stem}.{j + 1}.ark" for j in range(nj)]
+    for old in [*directory.glob(f"{stem}.ark"), *directory.glob(f"{stem}.*.ark")]:
+        if old not in arks and (old.stem == stem or old.stem[len(stem) + 1:].isdigit()):
+            old.unlink()
+    return arks
+
+
+def write_scp(scp: Path, keys: Iterable[str], entries: dict[str, str]) -> int:
+    """``scp`` (atomically) of ``entries`` in the order of ``keys``; returns the count."""
+    from asrtrain.core.atomic import write_text
+
+    lines = [f"{key} {entries[key]}\n" for key in keys]
+    write_text(scp, "".join(lines))
+    return len(lines)
+
+
+def frame_counts(data: Path, table: Any, utts: list[str]) -> dict[str, int]:
+    """Each utterance's frames, from ``DATA/utt2num_frames`` (``prepare features`` writes
+    it) where it names them all, else from the matrices (read once, one at a time)."""
+    path = Path(data) / "utt2num_frames"
+    counts: dict[str, int] = {}
+    if path.is_file():
+        for line in read_text(path).splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit():
+                counts[parts[0]] = int(parts[1])
+    if all(u in counts for u in utts):
+        return {u: counts[u] for u in utts}
+    from asrtrain.data.kaldi_read import load_entry
+
+    return {u: int(np.shape(load_entry(table, u, Path(data) / "feats.scp"))[0]) for u in utts}
+
+
 def write_int_vectors(prefix: Path, items: Iterable[tuple[str, np.ndarray]]) -> int:
     """``prefix.ark`` + ``prefix.scp`` of int32 vectors (alignments), both written under
     temporary names and renamed complete; the scp names the final ark. Returns the count."""

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from asrtrain.adapt.fmllr_config import FMLLR
+from asrtrain.adapt.fmllr_jobs import Corpus, Source
 from asrtrain.adapt.gmm import CHUNK, DiagGMM, chunk_rows
 from asrtrain.core.errors import InputError
 from asrtrain.core.textio import read_text
@@ -208,34 +209,12 @@ def estimate(gmm: DiagGMM, x: torch.Tensor, iters: int = FMLLR.iters, passes: in
 COPIED = ("text", "utt2spk", "spk2utt", "wav.scp", "utt2dur", "spk2gender", "utt2num_frames")
 
 
-@dataclass
-class _Source:
-    """DATA's features and speakers, and the LDA that maps them to the GMM's space."""
-
-    scp: Path
-    table: Any
-    utts: list[str]
-    spk2utt: dict[str, list[str]]
-    dim: int
-    context: int
-    lda: torch.Tensor | None = None
-
-    def raw(self, utt: str) -> torch.Tensor:
-        from asrtrain.adapt.featio import read_matrix
-        return torch.from_numpy(read_matrix(self.table, utt, self.scp, self.dim))
-
-    def projected(self, utt: str) -> torch.Tensor:
-        from asrtrain.adapt.lda import apply_lda, splice
-        assert self.lda is not None
-        return apply_lda(splice(self.raw(utt), self.context), self.lda)
-
-
 def prepare_fmllr(data: Path, out: Path, lda_dim: int = FMLLR.lda_dim, context: int = FMLLR.context,
                   gmm_components: int = FMLLR.gmm_components, gmm_iters: int = FMLLR.gmm_iters,
                   ali: Path | None = None, model_dir: Path | None = None, iters: int = FMLLR.iters,
                   passes: int = FMLLR.passes, min_full: int = FMLLR.min_full,
                   min_diag: int = FMLLR.min_diag, max_frames: int = FMLLR.max_frames,
-                  sat_iters: int = FMLLR.sat_iters) -> dict:
+                  sat_iters: int = FMLLR.sat_iters, nj: int = 1) -> dict:
     """Estimate (or load) LDA and GMM on DATA, fMLLR per speaker, write adapted features.
 
     Stages: ``lda`` (``OUT/lda.mat``, from the alignments ``ali``), ``gmm``
@@ -243,8 +222,17 @@ def prepare_fmllr(data: Path, out: Path, lda_dim: int = FMLLR.lda_dim, context: 
     speaker-adaptive training), ``trans`` (``OUT/trans.scp``, ``OUT/trans.summary.json``),
     ``feats`` (``OUT/feats.scp`` and the data-dir files). With ``model_dir`` the
     LDA and GMM of an earlier run are used as they are (dev and test).
+
+    ``nj`` jobs (``adapt.jobs``, whole speakers each) make every pass over the corpus:
+    the LDA's statistics (summed here), the GMM's subsample of frames, the transforms
+    of every SAT round and of stage ``trans``, and the features (an ark a job,
+    ``OUT/feats.scp`` in feats.scp's order). The GMM's EM on its capped subsample
+    (``max_frames``), the LDA's and the transforms' small files stay in this process.
+    The results do not depend on ``nj`` (but for the order of the LDA's sums), so it
+    is no stage parameter.
     """
     from asrtrain.adapt.featio import open_feats, read_matrix, speakers_of
+    from asrtrain.adapt.jobs import split_jobs
     from asrtrain.adapt.lda import load_lda
     from asrtrain.adapt.stages import Stages
 
@@ -254,13 +242,16 @@ def prepare_fmllr(data: Path, out: Path, lda_dim: int = FMLLR.lda_dim, context: 
     if not utts:
         raise InputError("no utterances", scp)
     dim = read_matrix(table, utts[0], scp).shape[1]
-    src = _Source(scp, table, utts, speakers_of(data, utts), dim, context)
+    spk2utt = speakers_of(data, utts)
+    utt2spk = {u: s for s, us in spk2utt.items() for u in us}
+    corpus = Corpus(data, Source(scp, dim, context, _table=table), utts, spk2utt,
+                     split_jobs(data, table, utts, utt2spk, nj), out / "log")
     spliced_dim = (2 * context + 1) * dim
     stages = Stages(out)
     trans_params = {"iters": iters, "passes": passes, "min_full": min_full, "min_diag": min_diag}
     if model_dir is not None:
         model_dir = Path(model_dir)
-        src.lda = torch.from_numpy(load_lda(model_dir / "lda.mat", spliced_dim, lda_dim))
+        corpus.src.lda = load_lda(model_dir / "lda.mat", spliced_dim, lda_dim)
         gmm = DiagGMM.load(model_dir / "gmm" / "gmm.npz")
         _check_gmm(gmm, lda_dim, model_dir)
         stages.upstream = f"model:{model_dir.resolve()}"
@@ -272,23 +263,23 @@ def prepare_fmllr(data: Path, out: Path, lda_dim: int = FMLLR.lda_dim, context: 
             if ali is None:
                 raise InputError("estimating the LDA needs the alignments (--ali ALI.scp), or "
                                  "use the LDA and GMM of a training run with --model DIR", data)
-            _estimate_lda(src, Path(ali), lda_dim, out / "lda.mat")
+            _estimate_lda(corpus, Path(ali), lda_dim, out / "lda.mat")
             stages.finish("lda", lda_params)
-        src.lda = torch.from_numpy(load_lda(out / "lda.mat", spliced_dim, lda_dim))
+        corpus.src.lda = load_lda(out / "lda.mat", spliced_dim, lda_dim)
         gmm_params = {"components": gmm_components, "iters": gmm_iters, "max_frames": max_frames,
                       "sat_iters": sat_iters, "sat_fmllr": trans_params if sat_iters else None}
         if not stages.done("gmm", gmm_params, [out / "gmm" / "gmm.npz"]):
-            _train_global_gmm(src, gmm_params, trans_params, out / "gmm" / "gmm.npz")
+            _train_global_gmm(corpus, gmm_params, trans_params, out / "gmm" / "gmm.npz")
             stages.finish("gmm", gmm_params)
         gmm = DiagGMM.load(out / "gmm" / "gmm.npz")
         _check_gmm(gmm, lda_dim, out)
     if stages.done("trans", trans_params, [out / "trans.scp", out / "trans.summary.json"]):
         summary = _read_summary(out / "trans.summary.json")
     else:
-        summary = _estimate_transforms(src, gmm, out, trans_params)
+        summary = _estimate_transforms(corpus, gmm, out, trans_params)
         stages.finish("trans", trans_params)
     if not stages.done("feats", {}, [out / "feats.scp"]):
-        _write_features(src, data, out)
+        _write_features(corpus, data, out)
         stages.finish("feats", {})
     return summary
 
@@ -298,33 +289,29 @@ def _check_gmm(gmm: DiagGMM, lda_dim: int, where: Path) -> None:
         raise InputError(f"the GMM has dimension {gmm.dim}, but --lda-dim is {lda_dim}", where)
 
 
-def _estimate_lda(src: _Source, ali: Path, lda_dim: int, path: Path) -> None:
-    """Accumulate class statistics of spliced frames over the aligned utterances."""
-    import numpy as np
-
-    from asrtrain.adapt.lda import LdaStats, estimate_lda, save_lda, splice
-    from asrtrain.core.progress import track
-    from asrtrain.data.kaldi_read import load_entry, open_scp
+def _estimate_lda(corpus: Corpus, ali: Path, lda_dim: int, path: Path) -> None:
+    """Class statistics of spliced frames over the aligned utterances, a job's each, summed."""
+    from asrtrain.adapt.fmllr_jobs import lda_part
+    from asrtrain.adapt.lda import LdaStats, estimate_lda, save_lda
+    from asrtrain.data.kaldi_read import open_scp
 
     table = open_scp(ali, "alignment scp")
-    aligned = [u for u in src.utts if u in table]
+    aligned = [u for u in corpus.utts if u in table]
     if not aligned:
         raise InputError("no alignment for any utterance of feats.scp", ali)
-    stats = LdaStats.empty(1, (2 * src.context + 1) * src.dim)
-    mismatched = []
-    for utt in track(aligned, "LDA statistics"):
-        try:
-            labels = np.asarray(load_entry(table, utt, ali)).astype(np.int64).reshape(-1)
-        except (ValueError, OSError, EOFError) as exc:
-            raise InputError(f"cannot read the alignment of {utt!r}: {exc}", ali) from None
-        if labels.size and labels.min() < 0:
-            raise InputError(f"{utt!r} has a negative class label {labels.min()}", ali)
-        x = src.raw(utt)
-        if x.shape[0] != len(labels):
-            mismatched.append(f"{utt} ({x.shape[0]} frames, {len(labels)} labels)")
-            continue
-        stats.add(splice(x, src.context), torch.from_numpy(labels))
-    missing = len(src.utts) - len(aligned)
+    keep = set(aligned)
+    jobs = [(corpus.src, [u for u in part if u in keep], ali) for part in corpus.parts]
+    answers = corpus.run("LDA statistics", "fmllr-lda", lda_part, jobs, len(aligned))
+    classes = max(len(counts) for counts, _, _, _ in answers)
+    stats = LdaStats.empty(classes, answers[0][1].shape[1])
+    found: dict[str, str] = {}
+    for counts, sums, scatter, mismatched in answers:   # job order: a fixed order of sums
+        stats.counts[:len(counts)] += torch.from_numpy(counts)
+        stats.sums[:len(counts)] += torch.from_numpy(sums)
+        stats.scatter += torch.from_numpy(scatter)
+        found.update((m.split(" ", 1)[0], m) for m in mismatched)
+    mismatched = [found[u] for u in aligned if u in found]
+    missing = len(corpus.utts) - len(aligned)
     if missing or mismatched:
         log.warning("LDA: %d utterance(s) without alignment and %d with a frame count that "
                     "differs from the alignment left out%s", missing, len(mismatched),
@@ -338,26 +325,24 @@ def _estimate_lda(src: _Source, ali: Path, lda_dim: int, path: Path) -> None:
     save_lda(path, matrix)
 
 
-def _train_global_gmm(src: _Source, params: dict[str, Any], fmllr_params: dict[str, Any],
+def _train_global_gmm(corpus: Corpus, params: dict[str, Any], fmllr_params: dict[str, Any],
                       path: Path) -> None:
     """The speaker-independent GMM, then ``sat_iters`` rounds of speaker-adaptive training:
-    transforms against the current GMM, EM on the adapted frames."""
-    from asrtrain.adapt.gmm import em_iterations, refine_gmm, subsample_frames, train_gmm
+    transforms against the current GMM, EM on the adapted frames. The frames are read
+    by the jobs; the EM on their capped subsample runs here."""
+    from asrtrain.adapt.gmm import em_iterations, refine_gmm, train_gmm
     from asrtrain.core.progress import Progress
 
-    frames, seen = subsample_frames((src.projected(u).numpy() for u in src.utts),
-                                    params["max_frames"])
+    frames, seen = corpus.sample(params["max_frames"], None)
     log.info("global GMM: %d of %d frames", frames.shape[0], seen)
     total = em_iterations(params["components"], params["iters"])
     with Progress("global GMM (EM iterations)", total) as bar:
         gmm = train_gmm(frames, params["components"], params["iters"], progress=bar)
     for sat in range(params["sat_iters"]):
-        results = _estimate_all(src, gmm, fmllr_params, f"SAT {sat + 1}: fMLLR transforms",
-                                quiet=True)
-        utt2spk = {u: s for s, us in src.spk2utt.items() for u in us}
-        adapted = (apply_transform(results[utt2spk[u]].transform, src.projected(u)).numpy()
-                   for u in src.utts)
-        frames, _ = subsample_frames(adapted, params["max_frames"])
+        results = _estimate_all(corpus, gmm, fmllr_params, f"SAT {sat + 1}: fMLLR transforms",
+                                f"fmllr-sat{sat + 1}", quiet=True)
+        frames, _ = corpus.sample(params["max_frames"],
+                                  {s: r.transform.numpy() for s, r in results.items()})
         with Progress(f"SAT {sat + 1}: GMM on adapted frames", params["iters"]) as bar:
             gmm = refine_gmm(gmm, frames, params["iters"], progress=bar)
         log.info("SAT iteration %d: log-likelihood per frame of the adapted frames %.4f "
@@ -367,34 +352,39 @@ def _train_global_gmm(src: _Source, params: dict[str, Any], fmllr_params: dict[s
     gmm.save(path)
 
 
-def _estimate_all(src: _Source, gmm: DiagGMM, params: dict[str, Any], description: str,
-                  quiet: bool = False) -> dict[str, FmllrResult]:
-    """Every speaker's transform against ``gmm`` (fallbacks logged unless ``quiet``)."""
-    from asrtrain.core.progress import Progress
+def _estimate_all(corpus: Corpus, gmm: DiagGMM, params: dict[str, Any], description: str,
+                  stage: str, quiet: bool = False) -> dict[str, FmllrResult]:
+    """Every speaker's transform against ``gmm``, a job's speakers each, in spk2utt's order
+    (fallbacks logged unless ``quiet``)."""
+    from asrtrain.adapt.fmllr_jobs import gmm_arrays, transforms_part
 
+    arrays = gmm_arrays(gmm)
+    jobs = [(corpus.src, corpus.speakers(part), arrays, params) for part in corpus.parts]
+    answers: dict[str, dict[str, Any]] = {}
+    for answer in corpus.run(description, stage, transforms_part, jobs, len(corpus.spk2utt),
+                             unit=" speakers"):
+        answers.update(answer)
     results: dict[str, FmllrResult] = {}
-    with Progress(description, len(src.spk2utt), unit=" speakers") as bar:
-        for spk, utts in src.spk2utt.items():
-            x = torch.cat([src.projected(u) for u in utts])
-            res = estimate(gmm, x, params["iters"], params["passes"], params["min_full"],
-                           params["min_diag"])
-            if res.kind != "full" and not quiet:
-                log.warning("speaker %s has %d frames: %s transform instead of a full one",
-                            spk, res.frames, {"diag": "a diagonal", "bias": "a bias-only",
-                                              "none": "no"}[res.kind])
-            results[spk] = res
-            bar.advance(1, loglike=res.loglikes[-1])
+    for spk in corpus.spk2utt:
+        r = answers[spk]
+        res = FmllrResult(torch.from_numpy(r["transform"]), r["kind"], r["frames"], r["loglikes"],
+                          r["aux"], torch.from_numpy(r["mean"]))
+        if res.kind != "full" and not quiet:
+            log.warning("speaker %s has %d frames: %s transform instead of a full one",
+                        spk, res.frames, {"diag": "a diagonal", "bias": "a bias-only",
+                                          "none": "no"}[res.kind])
+        results[spk] = res
     return results
 
 
-def _estimate_transforms(src: _Source, gmm: DiagGMM, out: Path, params: dict[str, Any]) -> dict:
+def _estimate_transforms(corpus: Corpus, gmm: DiagGMM, out: Path, params: dict[str, Any]) -> dict:
     """A transform per speaker; figures before and after adaptation into the summary."""
     import json
 
     from asrtrain.adapt.featio import write_matrices
     from asrtrain.core.atomic import write_text
 
-    results = _estimate_all(src, gmm, params, "fMLLR transforms")
+    results = _estimate_all(corpus, gmm, params, "fMLLR transforms", "fmllr-trans")
     per_speaker = {spk: {"frames": r.frames, "kind": r.kind, "loglike_before": r.loglikes[0],
                          "loglike_after": r.loglikes[-1], "loglikes": r.loglikes, "aux": r.aux}
                    for spk, r in results.items()}
@@ -437,20 +427,21 @@ def _read_summary(path: Path) -> dict:
     return json.loads(read_text(path))
 
 
-def _write_features(src: _Source, data: Path, out: Path) -> None:
-    """Adapted features of every utterance (its speaker's transform) and the data-dir files."""
-    from asrtrain.adapt.featio import copy_tables, write_matrices
-    from asrtrain.core.progress import track
-    from asrtrain.data.kaldi_read import open_scp
+def _write_features(corpus: Corpus, data: Path, out: Path) -> None:
+    """Adapted features of every utterance (its speaker's transform), an ark a job, then
+    ``OUT/feats.scp`` in feats.scp's order and the data-dir files."""
+    from asrtrain.adapt.featio import copy_tables, part_arks, write_scp
+    from asrtrain.adapt.fmllr_jobs import features_part
 
-    trans = open_scp(out / "trans.scp", "fMLLR transforms scp")
-    utt2spk = {u: s for s, us in src.spk2utt.items() for u in us}
-
-    def adapted():
-        for utt in track(src.utts, "fMLLR features"):
-            w = torch.from_numpy(trans[utt2spk[utt]].astype("float64"))
-            yield utt, apply_transform(w, src.projected(utt)).numpy()
-
-    count = write_matrices(out / "feats.scp", adapted())
+    (out / "feats.scp").unlink(missing_ok=True)   # never pointing into arks being rewritten
+    arks = part_arks(out / "data", "feats", len(corpus.parts))
+    utt2spk = corpus.utt2spk
+    jobs = [(corpus.src, {u: utt2spk[u] for u in part}, out / "trans.scp", ark)
+            for part, ark in zip(corpus.parts, arks, strict=True)]
+    entries: dict[str, str] = {}
+    for answer in corpus.run("fMLLR features", "fmllr-feats", features_part, jobs,
+                             len(corpus.utts)):
+        entries.update(answer)
+    count = write_scp(out / "feats.scp", corpus.utts, entries)
     copy_tables(data, out, COPIED)
     log.info("wrote %d fMLLR-adapted utterances to %s", count, out / "feats.scp")

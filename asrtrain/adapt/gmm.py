@@ -277,3 +277,22 @@ def subsample_frames(mats: Iterable[np.ndarray], max_frames: int) -> tuple[torch
     if dim is None:
         return torch.zeros(0, 0), 0
     return torch.from_numpy(np.concatenate(kept)), seen
+
+
+def subsample_stride(counts: Iterable[int], max_frames: int) -> int:
+    """The stride :func:`subsample_frames` ends with on matrices of these frame counts:
+    it keeps the frames whose index in the whole stream is a multiple of it, so jobs that
+    know their matrices' offsets in the stream can each take their own share of them."""
+    held = seen = 0
+    stride = 1
+    for n in counts:
+        held += len(range((-seen) % stride, n, stride))
+        seen += n
+        if held > 2 * max_frames:
+            held, stride = (held + 1) // 2, stride * 2
+    return stride
+
+
+def every_kth(mat: np.ndarray, offset: int, stride: int) -> np.ndarray:
+    """The rows of a matrix at ``offset`` in a stream whose index is a multiple of ``stride``."""
+    return np.asarray(mat, dtype=np.float32)[(-offset) % stride::stride]

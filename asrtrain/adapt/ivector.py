@@ -268,14 +268,22 @@ def prepare_ivectors(data: Path, out: Path, ubm_components: int = 256, dim: int 
                      period: int = 10, online: bool = True, ubm_iters: int = 10, iters: int = 5,
                      max_frames: int = 500_000, max_utts: int = 10_000,
                      posterior_scale: float = 1.0, extractor_dir: Path | None = None,
-                     seed: int = 0) -> dict[str, Any]:
+                     seed: int = 0, nj: int = 1) -> dict[str, Any]:
     """Train (or load) a UBM and an extractor on DATA, then write ``OUT/ivectors.scp``.
 
     Stages ``ubm`` and ``extractor`` write ``OUT/extractor/``; ``extract`` writes
     the i-vectors (one vector per utterance, or with ``online`` one row per
     ``period`` frames, with ``OUT/ivector_period`` as Kaldi has it).
+
+    ``nj`` jobs (``adapt.jobs``, whole speakers each) compute the extractor's
+    Baum-Welch statistics (each utterance's, put in order here) and the i-vectors (an
+    ark a job, ``OUT/ivectors.scp`` in feats.scp's order); the results do not depend on
+    ``nj``, so it is no stage parameter. The jobs also gather the UBM's subsample of
+    frames; its EM on them (``max_frames`` at most) and the extractor's EM on the statistics of at most
+    ``max_utts`` utterances stay in this process.
     """
-    from asrtrain.adapt.featio import open_feats, read_matrix
+    from asrtrain.adapt.featio import open_feats, read_matrix, speakers_of
+    from asrtrain.adapt.jobs import split_jobs
     from asrtrain.adapt.stages import Stages
 
     data, out = Path(data), Path(out)
@@ -284,6 +292,10 @@ def prepare_ivectors(data: Path, out: Path, ubm_components: int = 256, dim: int 
     if not utts:
         raise InputError("no utterances", scp)
     feats = _Feats(scp, table, utts, read_matrix(table, utts[0], scp).shape[1])
+    if nj > 1:
+        utt2spk = {u: s for s, us in speakers_of(data, utts).items() for u in us}
+        feats.parts = split_jobs(data, table, utts, utt2spk, nj)
+    feats.log_dir = out / "log"
     stages = Stages(out)
     if extractor_dir is not None:
         extractor = IvectorExtractor.load(extractor_dir)
@@ -306,7 +318,8 @@ def prepare_ivectors(data: Path, out: Path, ubm_components: int = 256, dim: int 
         _check_dim(extractor, feats.dim, out / "extractor", scp)
     mode = {"online": online, "period": period if online else None, "data": str(data.resolve())}
     if not stages.done("extract", mode, [out / "ivectors.scp"]):
-        _extract_all(extractor, feats, out, period if online else None)
+        _extract_all(Path(extractor_dir or out / "extractor"), extractor, feats, out,
+                     period if online else None)
         stages.finish("extract", mode)
     return {"utterances": len(utts), "ivector_dim": extractor.ivector_dim,
             "components": extractor.ubm.num_components, "online": online}
@@ -314,12 +327,18 @@ def prepare_ivectors(data: Path, out: Path, ubm_components: int = 256, dim: int 
 
 @dataclass
 class _Feats:
-    """DATA's feats.scp, opened lazily, and the dimension every matrix must have."""
+    """DATA's feats.scp, opened lazily, the dimension every matrix must have, and the
+    utterances of each job (whole speakers; one job: all)."""
 
     scp: Path
     table: Any
     utts: list[str]
     dim: int
+    parts: list[list[str]] = field(default_factory=list)
+    log_dir: Path = Path("log")
+
+    def __post_init__(self) -> None:
+        self.parts = self.parts or [list(self.utts)]
 
     def __call__(self, utt: str) -> torch.Tensor:
         from asrtrain.adapt.featio import read_matrix
@@ -330,7 +349,11 @@ def _train_ubm(feats: _Feats, params: dict[str, Any], path: Path) -> None:
     from asrtrain.adapt.gmm import em_iterations, subsample_frames, train_gmm
     from asrtrain.core.progress import Progress
 
-    frames, seen = subsample_frames((feats(u).numpy() for u in feats.utts), params["max_frames"])
+    if len(feats.parts) == 1:
+        frames, seen = subsample_frames((feats(u).numpy() for u in feats.utts),
+                                        params["max_frames"])
+    else:
+        frames, seen = _sample(feats, params["max_frames"])
     log.info("UBM: %d of %d frames (every %d-th)", frames.shape[0], seen,
              max(1, round(seen / frames.shape[0])))
     total = em_iterations(params["components"], params["iters"])
@@ -339,39 +362,70 @@ def _train_ubm(feats: _Feats, params: dict[str, Any], path: Path) -> None:
     ubm.save(path)
 
 
+def _sample(feats: _Feats, max_frames: int) -> tuple[torch.Tensor, int]:
+    """``gmm.subsample_frames`` of every utterance, each job taking its utterances' share."""
+    from asrtrain.adapt.featio import frame_counts
+    from asrtrain.adapt.ivector_jobs import sample_part
+    from asrtrain.adapt.jobs import run_jobs, stream_offsets
+
+    counts = frame_counts(feats.scp.parent, feats.table, feats.utts)
+    stride, offsets, seen = stream_offsets(feats.utts, counts, max_frames)
+    jobs = [(feats.scp, part, feats.dim, {u: offsets[u] for u in part},
+             {u: counts[u] for u in part}, stride) for part in feats.parts]
+    rows: dict[str, np.ndarray] = {}
+    for answer in run_jobs("UBM frames", "ivectors-frames", sample_part, jobs, feats.log_dir,
+                           len(feats.utts)):
+        rows.update(answer)
+    return torch.from_numpy(np.concatenate([rows[u] for u in feats.utts])), seen
+
+
 def _train_tv(feats: _Feats, params: dict[str, Any], directory: Path) -> None:
-    """The total-variability matrix on (at most ``max_utts``) training utterances."""
-    from asrtrain.core.progress import Progress, track
+    """The total-variability matrix on (at most ``max_utts``) training utterances, their
+    statistics computed by the jobs."""
+    from asrtrain.adapt.ivector_jobs import stats_part
+    from asrtrain.adapt.jobs import run_jobs
+    from asrtrain.core.progress import Progress
 
     ubm = DiagGMM.load(directory / "ubm.npz")
     chosen = _spread(feats.utts, params["max_utts"])
-    stream = (feats(u) for u in track(chosen, "Baum-Welch statistics"))
-    n_all, f_all = collect_stats(ubm, stream, len(chosen), params["posterior_scale"])
+    picked = set(chosen)
+    jobs = [(feats.scp, [u for u in part if u in picked], feats.dim, directory / "ubm.npz",
+             params["posterior_scale"]) for part in feats.parts]
+    rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for utts, n_part, f_part in run_jobs("Baum-Welch statistics", "ivectors-stats", stats_part,
+                                         jobs, feats.log_dir, len(chosen)):
+        rows.update((u, (n_part[i], f_part[i])) for i, u in enumerate(utts))
+    n_all = torch.from_numpy(np.stack([rows[u][0] for u in chosen]))
+    f_all = torch.from_numpy(np.stack([rows[u][1] for u in chosen]))
+    del rows
     with Progress("i-vector extractor (EM iterations)", params["iters"]) as bar:
         extractor, _ = train_extractor(ubm, n_all, f_all, params["dim"], params["iters"],
                                        params["seed"], params["posterior_scale"], progress=bar)
     extractor.save(directory / "extractor.npz")
 
 
-def _extract_all(extractor: IvectorExtractor, feats: _Feats, out: Path,
+def _extract_all(where: Path, extractor: IvectorExtractor, feats: _Feats, out: Path,
                  period: int | None) -> None:
-    """Write ``OUT/ivectors.scp`` (and ``OUT/ivector_period`` first when online)."""
-    from asrtrain.adapt.featio import write_matrices
+    """Write ``OUT/ivectors.scp`` (and ``OUT/ivector_period`` first when online): each job
+    loads the extractor from ``where`` and writes its ark."""
+    from asrtrain.adapt.featio import part_arks, write_scp
+    from asrtrain.adapt.ivector_jobs import extract_part
+    from asrtrain.adapt.jobs import run_jobs
     from asrtrain.core.atomic import write_text
-    from asrtrain.core.progress import track
 
     if period is not None:
         write_text(out / "ivector_period", f"{period}\n")
     else:
         (out / "ivector_period").unlink(missing_ok=True)
-
-    def vectors() -> Any:
-        for utt in track(feats.utts, "i-vectors"):
-            x = feats(utt)
-            value = extractor.extract(x) if period is None else extractor.extract_online(x, period)
-            yield utt, value.numpy()
-
-    count = write_matrices(out / "ivectors.scp", vectors())
+    (out / "ivectors.scp").unlink(missing_ok=True)   # never pointing into arks being rewritten
+    arks = part_arks(out / "data", "ivectors", len(feats.parts))
+    jobs = [(feats.scp, part, feats.dim, where, period, ark)
+            for part, ark in zip(feats.parts, arks, strict=True)]
+    entries: dict[str, str] = {}
+    for answer in run_jobs("i-vectors", "ivectors-extract", extract_part, jobs, feats.log_dir,
+                           len(feats.utts)):
+        entries.update(answer)
+    count = write_scp(out / "ivectors.scp", feats.utts, entries)
     log.info("wrote %d %s i-vectors of dimension %d to %s", count,
              "per-utterance" if period is None else f"online (period {period})",
              extractor.ivector_dim, out / "ivectors.scp")

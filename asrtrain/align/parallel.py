@@ -48,18 +48,10 @@ log = logging.getLogger("asrtrain.align")
 
 def split_speakers(utts: Utterances, nj: int) -> list[list[str]]:
     """Utterances in ``nj`` jobs, each speaker wholly in one, jobs balanced by frames
-    (heaviest speaker first to the lightest job); each job keeps the utterances' order."""
-    frames: dict[str, int] = {}
-    for utt in utts.feats:
-        spk = utts.utt2spk[utt]
-        frames[spk] = frames.get(spk, 0) + utts.frames(utt)
-    load = [0] * max(1, min(nj, len(frames)))
-    job_of: dict[str, int] = {}
-    for spk in sorted(frames, key=lambda s: (-frames[s], s)):
-        j = load.index(min(load))
-        job_of[spk] = j
-        load[j] += frames[spk]
-    return [[u for u in utts.feats if job_of[utts.utt2spk[u]] == j] for j in range(len(load))]
+    (``data.speaker_jobs``: the rule of every per-speaker ``--nj``)."""
+    from asrtrain.data.speaker_jobs import speaker_jobs
+
+    return speaker_jobs(utts.feats, utts.utt2spk, utts.frames, nj)
 
 
 class JobHandle(Protocol):

@@ -36,10 +36,13 @@ from asrtrain.cli.options import config_option, resolved_params
               default=None, help="Use this trained extractor (an OUT or OUT/extractor of a "
               "training run) instead of training one: for dev and test.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the initial T.")
+@click.option("--nj", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Jobs (local processes, whole speakers each, balanced by frames) for the "
+              "passes over the corpus; the results do not depend on it.")
 @click.pass_context
 def ivectors(ctx: click.Context, data: Path, out: Path, ubm_components: int, dim: int,
              period: int, online: bool, iters: int, ubm_iters: int, max_frames: int,
-             max_utts: int, posterior_scale: float, extractor: Path | None, seed: int,
+             max_utts: int, posterior_scale: float, extractor: Path | None, seed: int, nj: int,
              config: str | None) -> None:
     """I-vectors: a UBM and a total-variability extractor, then extraction.
 
@@ -56,4 +59,4 @@ def ivectors(ctx: click.Context, data: Path, out: Path, ubm_components: int, dim
         prepare_ivectors(data, out, ubm_components=ubm_components, dim=dim, period=period,
                          online=online, ubm_iters=ubm_iters, iters=iters, max_frames=max_frames,
                          max_utts=max_utts, posterior_scale=posterior_scale,
-                         extractor_dir=extractor, seed=seed)
+                         extractor_dir=extractor, seed=seed, nj=nj)

@@ -68,6 +68,7 @@ ivector_dim=${ivector_dim-}
 ivector_period=${ivector_period-10}
 ivector_iters=${ivector_iters-}
 fmllr_gmm_components=${fmllr_gmm_components-}
+adapt_nj=${adapt_nj-}               # jobs of prepare ivectors / fmllr (processes on this host); empty: ali_nj
 # the network's fMLLR stream: global (prepare fmllr: a global GMM, no transcripts) or sat (the
 # aligner's SAT model; dev/test transforms from the GMM first pass where gmm_rungs has sat)
 fmllr_source=${fmllr_source-global}
@@ -140,6 +141,7 @@ case "$lattices" in true|false) ;; *) die "--lattices must be true or false, got
 case "$fmllr_source" in global|sat|auto) ;; *) die "--fmllr-source must be global or sat" ;; esac
 case "$alignments" in exact|learned) ;; *) die "--alignments must be exact or learned" ;; esac
 : "${feat_nj:=$nj}" "${decode_nj:=$nj}" "${ali_nj:=$nj}" "${ali_job_cmd:=$align_cmd}"
+: "${adapt_nj:=$ali_nj}"
 
 # where the stages write (a recipe's local_setup may rename any of them)
 lang=$data/lang
@@ -236,27 +238,30 @@ hybrid_align() {
 }
 
 hybrid_adapt() {
-  local split o=() g=()
+  local split o=() g=() j=()
+  opts j --nj:adapt_nj
   if has_stream ivector; then
     echo "=== stage $1: i-vectors ($ivector_dim), estimated on train, applied to the other splits"
     opts o --ubm-components:ubm_components --dim:ivector_dim --iters:ivector_iters
     done_or_run ivectors-train "$exp/ivectors/train" \
       asrtrain prepare ivectors "$data/mfcc/train" "$exp/ivectors/train" "${o[@]}" \
-        --period "$ivector_period" --online --seed "$seed"
+        --period "$ivector_period" --online --seed "$seed" "${j[@]}"
     for split in ${splits#train}; do
       done_or_run "ivectors-$split" "$exp/ivectors/$split" \
         asrtrain prepare ivectors "$data/mfcc/$split" "$exp/ivectors/$split" \
-          --extractor "$exp/ivectors/train/extractor" --period "$ivector_period" --online
+          --extractor "$exp/ivectors/train/extractor" --period "$ivector_period" --online "${j[@]}"
     done
   fi
   if has_stream fmllr && [ "$fmllr_source" = global ]; then
     echo "=== stage $1: fMLLR (40, LDA on the aligner's classes), estimated on train"
     opts g --gmm-components:fmllr_gmm_components
     done_or_run fmllr-train "$fmllr_dir/train" \
-      asrtrain prepare fmllr "$data/mfcc/train" "$fmllr_dir/train" --ali "$fmllr_classes" "${g[@]}"
+      asrtrain prepare fmllr "$data/mfcc/train" "$fmllr_dir/train" --ali "$fmllr_classes" "${g[@]}" \
+        "${j[@]}"
     for split in ${splits#train}; do
       done_or_run "fmllr-$split" "$fmllr_dir/$split" \
-        asrtrain prepare fmllr "$data/mfcc/$split" "$fmllr_dir/$split" --model "$fmllr_dir/train"
+        asrtrain prepare fmllr "$data/mfcc/$split" "$fmllr_dir/$split" --model "$fmllr_dir/train" \
+          "${j[@]}"
     done
   fi
 }
