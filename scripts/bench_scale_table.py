@@ -38,10 +38,10 @@ PARALLEL = {
     "features": Parallel(CORES, "prepare features --nj: processes on one host, one ark each"),
     "align": Parallel(NODES * CORES, "prepare align --nj --job-cmd srun: jobs on any node, "
                                      "the parent sums their statistics"),
-    "ivectors": Parallel(CORES, "prepare ivectors --nj (adapt_nj): processes on one host, "
-                                "an ark each; the UBM's and extractor's EM stay in the parent"),
-    "fmllr": Parallel(CORES, "prepare fmllr --nj (adapt_nj): processes on one host, whole "
-                             "speakers each; the GMM's EM on its subsample stays in the parent"),
+    "ivectors": Parallel(NODES * CORES, "prepare ivectors --nj --job-cmd srun (adapt_nj): jobs "
+                                        "on any node; the UBM's and extractor's EM in the parent"),
+    "fmllr": Parallel(NODES * CORES, "prepare fmllr --nj --job-cmd srun (adapt_nj): jobs on any "
+                                     "node, whole speakers; the GMM's EM in the parent"),
     "lang": Parallel(1, "prepare lang: one process (lexicon, LM, tree, HCLG)"),
     "archive": Parallel(1, "prepare archive: one process a split, one file (the recipe does "
                            "not pass --shards)"),

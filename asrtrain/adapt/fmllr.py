@@ -214,7 +214,8 @@ def prepare_fmllr(data: Path, out: Path, lda_dim: int = FMLLR.lda_dim, context: 
                   ali: Path | None = None, model_dir: Path | None = None, iters: int = FMLLR.iters,
                   passes: int = FMLLR.passes, min_full: int = FMLLR.min_full,
                   min_diag: int = FMLLR.min_diag, max_frames: int = FMLLR.max_frames,
-                  sat_iters: int = FMLLR.sat_iters, nj: int = 1) -> dict:
+                  sat_iters: int = FMLLR.sat_iters, nj: int = 1,
+                  job_cmd: str | None = None) -> dict:
     """Estimate (or load) LDA and GMM on DATA, fMLLR per speaker, write adapted features.
 
     Stages: ``lda`` (``OUT/lda.mat``, from the alignments ``ali``), ``gmm``
@@ -229,7 +230,8 @@ def prepare_fmllr(data: Path, out: Path, lda_dim: int = FMLLR.lda_dim, context: 
     ``OUT/feats.scp`` in feats.scp's order). The GMM's EM on its capped subsample
     (``max_frames``), the LDA's and the transforms' small files stay in this process.
     The results do not depend on ``nj`` (but for the order of the LDA's sums), so it
-    is no stage parameter.
+    is no stage parameter. With ``job_cmd`` each job is that command's, on any host
+    (``adapt.job_cmd``).
     """
     from asrtrain.adapt.featio import open_feats, read_matrix, speakers_of
     from asrtrain.adapt.jobs import split_jobs
@@ -245,7 +247,7 @@ def prepare_fmllr(data: Path, out: Path, lda_dim: int = FMLLR.lda_dim, context: 
     spk2utt = speakers_of(data, utts)
     utt2spk = {u: s for s, us in spk2utt.items() for u in us}
     corpus = Corpus(data, Source(scp, dim, context, _table=table), utts, spk2utt,
-                     split_jobs(data, table, utts, utt2spk, nj), out / "log")
+                     split_jobs(data, table, utts, utt2spk, nj), out / "log", job_cmd)
     spliced_dim = (2 * context + 1) * dim
     stages = Stages(out)
     trans_params = {"iters": iters, "passes": passes, "min_full": min_full, "min_diag": min_diag}

@@ -66,6 +66,7 @@ class Corpus:
     spk2utt: dict[str, list[str]]
     parts: list[list[str]]           # each job's utterances, in feats.scp's order
     log_dir: Path
+    job_cmd: str | None = None       # each job a command (``adapt.job_cmd``); None: local
     _frames: dict[str, int] | None = None
 
     @property
@@ -80,7 +81,7 @@ class Corpus:
     def run(self, what: str, stage: str, target: Any, jobs: list[tuple[Any, ...]], total: int,
             unit: str = "") -> list[Any]:
         from asrtrain.adapt.jobs import run_jobs
-        return run_jobs(what, stage, target, jobs, self.log_dir, total, unit)
+        return run_jobs(what, stage, target, jobs, self.log_dir, total, unit, self.job_cmd)
 
     def sample(self, max_frames: int, transforms: dict[str, np.ndarray] | None
                ) -> tuple[torch.Tensor, int]:
@@ -93,7 +94,7 @@ class Corpus:
         from asrtrain.adapt.jobs import stream_offsets
 
         utt2spk = self.utt2spk
-        if len(self.parts) == 1:
+        if len(self.parts) == 1 and self.job_cmd is None:
             def frames() -> Any:
                 for u in self.utts:
                     x = self.src.projected(u)

@@ -268,7 +268,7 @@ def prepare_ivectors(data: Path, out: Path, ubm_components: int = 256, dim: int 
                      period: int = 10, online: bool = True, ubm_iters: int = 10, iters: int = 5,
                      max_frames: int = 500_000, max_utts: int = 10_000,
                      posterior_scale: float = 1.0, extractor_dir: Path | None = None,
-                     seed: int = 0, nj: int = 1) -> dict[str, Any]:
+                     seed: int = 0, nj: int = 1, job_cmd: str | None = None) -> dict[str, Any]:
     """Train (or load) a UBM and an extractor on DATA, then write ``OUT/ivectors.scp``.
 
     Stages ``ubm`` and ``extractor`` write ``OUT/extractor/``; ``extract`` writes
@@ -280,7 +280,8 @@ def prepare_ivectors(data: Path, out: Path, ubm_components: int = 256, dim: int 
     ark a job, ``OUT/ivectors.scp`` in feats.scp's order); the results do not depend on
     ``nj``, so it is no stage parameter. The jobs also gather the UBM's subsample of
     frames; its EM on them (``max_frames`` at most) and the extractor's EM on the statistics of at most
-    ``max_utts`` utterances stay in this process.
+    ``max_utts`` utterances stay in this process. With ``job_cmd`` each job is that
+    command's, on any host (``adapt.job_cmd``).
     """
     from asrtrain.adapt.featio import open_feats, read_matrix, speakers_of
     from asrtrain.adapt.jobs import split_jobs
@@ -295,7 +296,7 @@ def prepare_ivectors(data: Path, out: Path, ubm_components: int = 256, dim: int 
     if nj > 1:
         utt2spk = {u: s for s, us in speakers_of(data, utts).items() for u in us}
         feats.parts = split_jobs(data, table, utts, utt2spk, nj)
-    feats.log_dir = out / "log"
+    feats.log_dir, feats.job_cmd = out / "log", job_cmd
     stages = Stages(out)
     if extractor_dir is not None:
         extractor = IvectorExtractor.load(extractor_dir)
@@ -336,6 +337,7 @@ class _Feats:
     dim: int
     parts: list[list[str]] = field(default_factory=list)
     log_dir: Path = Path("log")
+    job_cmd: str | None = None       # each job a command (``adapt.job_cmd``); None: local
 
     def __post_init__(self) -> None:
         self.parts = self.parts or [list(self.utts)]
@@ -349,7 +351,7 @@ def _train_ubm(feats: _Feats, params: dict[str, Any], path: Path) -> None:
     from asrtrain.adapt.gmm import em_iterations, subsample_frames, train_gmm
     from asrtrain.core.progress import Progress
 
-    if len(feats.parts) == 1:
+    if len(feats.parts) == 1 and feats.job_cmd is None:
         frames, seen = subsample_frames((feats(u).numpy() for u in feats.utts),
                                         params["max_frames"])
     else:
@@ -374,7 +376,7 @@ def _sample(feats: _Feats, max_frames: int) -> tuple[torch.Tensor, int]:
              {u: counts[u] for u in part}, stride) for part in feats.parts]
     rows: dict[str, np.ndarray] = {}
     for answer in run_jobs("UBM frames", "ivectors-frames", sample_part, jobs, feats.log_dir,
-                           len(feats.utts)):
+                           len(feats.utts), job_cmd=feats.job_cmd):
         rows.update(answer)
     return torch.from_numpy(np.concatenate([rows[u] for u in feats.utts])), seen
 
@@ -393,7 +395,7 @@ def _train_tv(feats: _Feats, params: dict[str, Any], directory: Path) -> None:
              params["posterior_scale"]) for part in feats.parts]
     rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for utts, n_part, f_part in run_jobs("Baum-Welch statistics", "ivectors-stats", stats_part,
-                                         jobs, feats.log_dir, len(chosen)):
+                                         jobs, feats.log_dir, len(chosen), job_cmd=feats.job_cmd):
         rows.update((u, (n_part[i], f_part[i])) for i, u in enumerate(utts))
     n_all = torch.from_numpy(np.stack([rows[u][0] for u in chosen]))
     f_all = torch.from_numpy(np.stack([rows[u][1] for u in chosen]))
@@ -423,7 +425,7 @@ def _extract_all(where: Path, extractor: IvectorExtractor, feats: _Feats, out: P
             for part, ark in zip(feats.parts, arks, strict=True)]
     entries: dict[str, str] = {}
     for answer in run_jobs("i-vectors", "ivectors-extract", extract_part, jobs, feats.log_dir,
-                           len(feats.utts)):
+                           len(feats.utts), job_cmd=feats.job_cmd):
         entries.update(answer)
     count = write_scp(out / "ivectors.scp", feats.utts, entries)
     log.info("wrote %d %s i-vectors of dimension %d to %s", count,

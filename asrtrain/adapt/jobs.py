@@ -8,7 +8,8 @@ wrote); the parent sums or merges the answers in job order. With one job the fun
 runs in the calling process: ``--nj 1`` is the single-process command. Otherwise each
 job is a local ``forkserver`` process (as the aligner's and the synthesizer's; at most
 one a core at a time), torch on one thread, its log in ``OUT/log/<stage>.<job>.log``; a failed job ends the others and
-is one error line naming it and its log (``core.workers``).
+is one error line naming it and its log (``core.workers``). With ``--job-cmd`` each job
+is a command started by it, on any host (``adapt.job_cmd``).
 """
 
 from __future__ import annotations
@@ -42,12 +43,19 @@ def split_jobs(data: Path, table: Any, utts: list[str], utt2spk: dict[str, str],
 
 
 def run_jobs(what: str, stage: str, target: Callable[..., Any], jobs: Sequence[tuple[Any, ...]],
-             log_dir: Path, total: int, unit: str = "") -> list[Any]:
+             log_dir: Path, total: int, unit: str = "", job_cmd: str | None = None) -> list[Any]:
     """``target(*job, report=…)`` for every job (``report(n)``: n more items done, for the
-    progress of ``what``); the answers in job order. ``stage`` names the jobs' logs."""
+    progress of ``what``); the answers in job order. ``stage`` names the jobs' logs. With
+    ``job_cmd`` each job is that command's (``adapt.job_cmd``), even a single one."""
     from asrtrain.core.progress import Progress
     from asrtrain.core.workers import run_workers
 
+    if job_cmd is not None:
+        from asrtrain.adapt.job_cmd import run_commands
+
+        with Progress(what, len(jobs), unit=" jobs") as bar:
+            return run_commands(job_cmd, what, stage, target, jobs, log_dir,
+                                lambda _j: bar.advance(1))
     with Progress(what, total, unit=unit) as bar:
         if len(jobs) == 1:
             return [target(*jobs[0], report=bar.advance)]
@@ -57,8 +65,8 @@ def run_jobs(what: str, stage: str, target: Callable[..., Any], jobs: Sequence[t
                  for j in range(len(jobs))]
         log.info("%s: %d jobs, logs %s", what, len(jobs), log_dir / f"{stage}.*.log")
         return run_workers(_job, [(target, logs[j], args) for j, args in enumerate(jobs)],
-                           min(len(jobs), os.cpu_count() or 1), on_message=lambda _job, n: bar.advance(n), names=names,
-                           method="forkserver", preload=[*PRELOAD, target.__module__])
+                           min(len(jobs), os.cpu_count() or 1), on_message=lambda _job, n: bar.advance(n),
+                           names=names, method="forkserver", preload=[*PRELOAD, target.__module__])
 
 
 def _job(target: Callable[..., Any], log_path: Path, args: tuple[Any, ...],

@@ -12,6 +12,7 @@ PREPARE_COMMANDS = {
     "archive": "asrtrain.cli.prepare_archive:archive",
     "ivectors": "asrtrain.cli.prepare_ivectors:ivectors",
     "fmllr": "asrtrain.cli.prepare_fmllr:fmllr",
+    "adapt-job": "asrtrain.cli.prepare_adapt_job:adapt_job",
     "lang": "asrtrain.cli.prepare_lang:lang",
     "align": "asrtrain.cli.prepare_align:align",
     "align-worker": "asrtrain.cli.prepare_align:align_worker",

@@ -42,13 +42,16 @@ from asrtrain.cli.options import config_option, resolved_params
 @click.option("--max-frames", type=click.IntRange(min=1000), default=FMLLR.max_frames, show_default=True,
               help="Frames (evenly subsampled) to train the GMM on.")
 @click.option("--nj", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Jobs (local processes, whole speakers each, balanced by frames) for the "
+              help="Jobs (local processes, or --job-cmd's; whole speakers each, balanced by frames) for the "
               "passes over the corpus; the results do not depend on it.")
+@click.option("--job-cmd", default=None, metavar="CMD",
+              help="Start each job with this command, on any host that sees DATA and OUT under "
+              "the same paths (srun --ntasks=1; env: this host), as Kaldi's queue.pl.")
 @click.pass_context
 def fmllr(ctx: click.Context, data: Path, out: Path, lda_dim: int, splice: int,
           gmm_components: int, gmm_iters: int, ali: Path | None, model: Path | None, iters: int,
           passes: int, min_frames_full: int, min_frames_diag: int, max_frames: int,
-          sat_iters: int, nj: int, config: str | None) -> None:
+          sat_iters: int, nj: int, job_cmd: str | None, config: str | None) -> None:
     """fMLLR speaker-adapted features (splice, LDA, global GMM, a transform per speaker).
 
     DATA is a data dir with MFCC feats.scp and utt2spk. OUT becomes a data dir of the
@@ -59,8 +62,10 @@ def fmllr(ctx: click.Context, data: Path, out: Path, lda_dim: int, splice: int,
     from asrtrain.adapt.fmllr import prepare_fmllr
     from asrtrain.core.runlog import command_run
 
+    if job_cmd is not None and not job_cmd.strip():
+        raise click.BadParameter("empty", param_hint="'--job-cmd'")
     with command_run("prepare-fmllr", out, resolved_params(ctx)):
         prepare_fmllr(data, out, lda_dim=lda_dim, context=splice, gmm_components=gmm_components,
                       gmm_iters=gmm_iters, ali=ali, model_dir=model, iters=iters, passes=passes,
                       min_full=min_frames_full, min_diag=min_frames_diag, max_frames=max_frames,
-                      sat_iters=sat_iters, nj=nj)
+                      sat_iters=sat_iters, nj=nj, job_cmd=job_cmd)

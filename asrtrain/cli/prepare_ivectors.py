@@ -37,12 +37,15 @@ from asrtrain.cli.options import config_option, resolved_params
               "training run) instead of training one: for dev and test.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the initial T.")
 @click.option("--nj", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Jobs (local processes, whole speakers each, balanced by frames) for the "
+              help="Jobs (local processes, or --job-cmd's; whole speakers each, balanced by frames) for the "
               "passes over the corpus; the results do not depend on it.")
+@click.option("--job-cmd", default=None, metavar="CMD",
+              help="Start each job with this command, on any host that sees DATA and OUT under "
+              "the same paths (srun --ntasks=1; env: this host), as Kaldi's queue.pl.")
 @click.pass_context
 def ivectors(ctx: click.Context, data: Path, out: Path, ubm_components: int, dim: int,
              period: int, online: bool, iters: int, ubm_iters: int, max_frames: int,
-             max_utts: int, posterior_scale: float, extractor: Path | None, seed: int, nj: int,
+             max_utts: int, posterior_scale: float, extractor: Path | None, seed: int, nj: int, job_cmd: str | None,
              config: str | None) -> None:
     """I-vectors: a UBM and a total-variability extractor, then extraction.
 
@@ -55,8 +58,10 @@ def ivectors(ctx: click.Context, data: Path, out: Path, ubm_components: int, dim
     from asrtrain.adapt.ivector import prepare_ivectors
     from asrtrain.core.runlog import command_run
 
+    if job_cmd is not None and not job_cmd.strip():
+        raise click.BadParameter("empty", param_hint="'--job-cmd'")
     with command_run("prepare-ivectors", out, resolved_params(ctx)):
         prepare_ivectors(data, out, ubm_components=ubm_components, dim=dim, period=period,
                          online=online, ubm_iters=ubm_iters, iters=iters, max_frames=max_frames,
                          max_utts=max_utts, posterior_scale=posterior_scale,
-                         extractor_dir=extractor, seed=seed, nj=nj)
+                         extractor_dir=extractor, seed=seed, nj=nj, job_cmd=job_cmd)

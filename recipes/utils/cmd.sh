@@ -1,8 +1,9 @@
 # cmd.sh, one for every recipe (sourced by hybrid.sh): how the heavy stages run, on this
 # machine or through a scheduler. Site settings go here, or in the environment:
 # cmd_backend=local|slurm, slurm_opts (partition, GPUs), slurm_align_opts.
-# align_cmd starts each job of prepare align (its --job-cmd): empty keeps them processes of
-# prepare align itself, on this machine; under slurm each is one srun task, on whatever node
+# align_cmd starts each job of prepare align (its --job-cmd), and of prepare ivectors and
+# prepare fmllr (hybrid.sh's adapt_job_cmd): empty keeps them processes of the command
+# itself, on this machine; under slurm each is one srun task, on whatever node
 # SLURM gives it (slurm_align_opts: partition, memory, time), reading the features from the
 # shared filesystem and connecting back to this host. Inside an allocation (salloc/sbatch
 # of the recipe) add --exact to slurm_align_opts so the tasks share its nodes.

@@ -68,7 +68,8 @@ ivector_dim=${ivector_dim-}
 ivector_period=${ivector_period-10}
 ivector_iters=${ivector_iters-}
 fmllr_gmm_components=${fmllr_gmm_components-}
-adapt_nj=${adapt_nj-}               # jobs of prepare ivectors / fmllr (processes on this host); empty: ali_nj
+adapt_nj=${adapt_nj-}               # jobs of prepare ivectors / fmllr; empty: ali_nj
+adapt_job_cmd=${adapt_job_cmd-}     # starts each of them (empty: ali_job_cmd; both empty: processes here)
 # the network's fMLLR stream: global (prepare fmllr: a global GMM, no transcripts) or sat (the
 # aligner's SAT model; dev/test transforms from the GMM first pass where gmm_rungs has sat)
 fmllr_source=${fmllr_source-global}
@@ -141,7 +142,7 @@ case "$lattices" in true|false) ;; *) die "--lattices must be true or false, got
 case "$fmllr_source" in global|sat|auto) ;; *) die "--fmllr-source must be global or sat" ;; esac
 case "$alignments" in exact|learned) ;; *) die "--alignments must be exact or learned" ;; esac
 : "${feat_nj:=$nj}" "${decode_nj:=$nj}" "${ali_nj:=$nj}" "${ali_job_cmd:=$align_cmd}"
-: "${adapt_nj:=$ali_nj}"
+: "${adapt_nj:=$ali_nj}" "${adapt_job_cmd:=$ali_job_cmd}"
 
 # where the stages write (a recipe's local_setup may rename any of them)
 lang=$data/lang
@@ -239,7 +240,7 @@ hybrid_align() {
 
 hybrid_adapt() {
   local split o=() g=() j=()
-  opts j --nj:adapt_nj
+  opts j --nj:adapt_nj --job-cmd:adapt_job_cmd
   if has_stream ivector; then
     echo "=== stage $1: i-vectors ($ivector_dim), estimated on train, applied to the other splits"
     opts o --ubm-components:ubm_components --dim:ivector_dim --iters:ivector_iters

@@ -8,13 +8,14 @@ import shutil
 import kaldiio
 import numpy as np
 import pytest
+import torch
 
 from asrtrain.adapt.featio import frame_counts, open_feats
 from asrtrain.adapt.gmm import every_kth, subsample_frames, subsample_stride
 from asrtrain.data.speaker_jobs import speaker_jobs
 
 MODEL = ["--lda-dim", "6", "--splice", "1", "--iters", "2"]
-FMLLR = [*MODEL, "--gmm-components", "4", "--gmm-iters", "2", "--sat-iters", "1", "--max-frames", "1000"]
+FMLLR = [*MODEL, "--gmm-components", "4", "--gmm-iters", "2", "--sat-iters", "0", "--max-frames", "1000"]
 IVECTORS = ["--ubm-components", "4", "--ubm-iters", "2", "--dim", "3", "--iters", "2",
             "--max-utts", "40"]
 
@@ -113,7 +114,7 @@ def test_fmllr_jobs_estimate_what_one_process_does(speaker_corpus, fmllr_nj1, tm
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (two / "data").glob("feats*.ark")) == ["feats.1.ark", "feats.2.ark"]
     assert sorted(p.name for p in (two / "log").glob("fmllr-*.log")) == [
-        f"fmllr-{s}.{j}.log" for s in ("feats", "frames", "lda", "sat1", "trans") for j in (1, 2)]
+        f"fmllr-{s}.{j}.log" for s in ("feats", "frames", "lda", "trans") for j in (1, 2)]
     # the LDA's statistics are summed in another order: equal to float precision
     np.testing.assert_allclose(kaldiio.load_mat(str(one / "lda.mat")),
                                kaldiio.load_mat(str(two / "lda.mat")), rtol=1e-6, atol=1e-8)
@@ -163,6 +164,25 @@ def test_a_stale_utt2num_frames_is_refused_not_a_wrong_subsample(speaker_corpus,
     assert "utt2num_frames: says 'spk03-001' has" in result.output
 
 
+@pytest.mark.parametrize("adapted", [False, True])
+def test_jobs_gather_the_gmms_subsample_of_one_stream(speaker_corpus, adapted) -> None:
+    """What the GMM and each SAT round train on: the jobs' shares are the stream's frames."""
+    from asrtrain.adapt.fmllr_jobs import Corpus, Source
+
+    _, feats = open_feats(speaker_corpus)
+    utts = list(feats.keys())
+    utt2spk = {u: u.split("-")[0] for u in utts}
+    rng = np.random.default_rng(3)
+    src = Source(speaker_corpus / "feats.scp", 12, 1, rng.normal(size=(6, 36)))
+    spk2utt = {s: [u for u in utts if utt2spk[u] == s] for s in sorted(set(utt2spk.values()))}
+    w = {s: np.hstack([np.eye(6) + 0.1 * rng.normal(size=(6, 6)), rng.normal(size=(6, 1))])
+         for s in spk2utt} if adapted else None
+    got = [Corpus(speaker_corpus, src, utts, spk2utt, parts, speaker_corpus / "log").sample(900, w)
+           for parts in ([utts], [utts[:20], utts[20:]])]
+    assert got[0][1] == got[1][1] == sum(len(feats[u]) for u in utts)
+    assert got[0][0].shape[0] < 1800 and torch.equal(got[0][0], got[1][0])
+
+
 @pytest.fixture
 def broken(speaker_corpus, tmp_path):
     """The corpus with a NaN in one utterance of a speaker that is not the first."""
@@ -201,3 +221,28 @@ def test_a_failed_ivector_job_finishes_no_stage(ivectors_nj1, broken, tmp_path) 
     _one_failed_job(result, out, "ivectors-extract")
     assert not (out / "stages" / "extract.json").exists()
     assert not (out / "ivectors.scp").exists()
+
+
+@pytest.mark.slow  # 10 s on a busy machine: each job a fresh interpreter importing torch
+def test_job_cmd_jobs_give_the_local_results(speaker_corpus, ivectors_nj1, tmp_path) -> None:
+    out = tmp_path / "env"
+    result = invoke("ivectors", speaker_corpus, out, "--extractor", ivectors_nj1, "--nj", "2",
+                    "--job-cmd", "env")   # a command that runs the job on this host
+    assert result.exit_code == 0, result.output
+    local = tmp_path / "local"
+    assert invoke("ivectors", speaker_corpus, local, "--extractor", ivectors_nj1).exit_code == 0
+    assert_same(local / "ivectors.scp", out / "ivectors.scp", exact=True)
+    assert not list((out / "jobs").iterdir())   # the pass' spec and answers removed
+    assert "adapt-job: job 2 of" in (out / "log" / "ivectors-extract.2.log").read_text()
+
+
+def test_a_job_cmd_job_that_fails_is_one_line(broken, ivectors_nj1, tmp_path) -> None:
+    out = tmp_path / "false"
+    result = invoke("ivectors", broken, out, "--extractor", ivectors_nj1, "--nj", "2",
+                    "--job-cmd", "false")
+    errors = [ln for ln in result.output.splitlines() if ln.startswith("Error: ")]
+    assert result.exit_code == 1 and len(errors) == 1, result.output
+    log = (out / "log").resolve() / "ivectors-extract."
+    assert f"(log {log}1.log) failed (exit status 1)" in errors[0] or \
+        f"(log {log}2.log) failed (exit status 1)" in errors[0], errors[0]
+    assert not (out / "stages" / "extract.json").exists() and not (out / "ivectors.scp").exists()
