@@ -103,24 +103,24 @@ def train_mono(utts: Utterances, jobs: Jobs, phones: list[int], sil: int, cfg: L
     return Rung("mono", front, pdfs, model, trans)
 
 
-def shortest(dags: dict, utts: Utterances, n: int) -> dict:
-    """The ``n`` shortest utterances' DAGs (Kaldi's ``subset_data_dir.sh --shortest``:
-    a flat start learns fastest where each utterance has few phones to place)."""
-    keep = sorted(dags, key=lambda u: (utts.frames(u), u))[:n]
-    return {u: dags[u] for u in sorted(keep)}
+def shortest(transcribed: list[str], utts: Utterances, n: int) -> list[str]:
+    """The ``n`` shortest utterances, by frame count (Kaldi's ``subset_data_dir.sh
+    --shortest``: a flat start learns fastest where each utterance has few phones to
+    place), sorted."""
+    return sorted(sorted(transcribed, key=lambda u: (utts.frames(u), u))[:n])
 
 
 def train_mono_subset(utts: Utterances, jobs: Jobs, phones: list[int], sil: int,
                       cfg: LadderConfig, failures: Failures) -> Rung:
     """Monophones on the ``cfg.mono_utts`` shortest utterances (jobs of their own), then
     every utterance aligned with them (the next rung needs them all)."""
-    if not cfg.mono_utts or cfg.mono_utts >= len(jobs.dags):
+    if not cfg.mono_utts or cfg.mono_utts >= len(jobs.transcribed):
         return train_mono(utts, jobs, phones, sil, cfg, failures)
-    dags = shortest(jobs.dags, utts, cfg.mono_utts)
-    with jobs.spawn(utts.subset(list(dags)), dags, cfg.nj, "monophones") as subset:
+    keep = shortest(jobs.transcribed, utts, cfg.mono_utts)
+    with jobs.spawn(utts.subset(keep), keep, cfg.nj, "monophones") as subset:
         rung = train_mono(utts, subset, phones, sil, cfg, failures)
     log.info("mono: trained on the %d shortest of %d utterances; aligning all", cfg.mono_utts,
-             len(jobs.dags))
+             len(jobs.transcribed))
     jobs.use_front(rung.front)
     jobs.realign(rung.model, rung.pdfs, rung.trans, cfg.beams, failures, "mono: all utterances",
                  keep_previous=False)

@@ -1,13 +1,16 @@
 """Alignment jobs: the speakers split into N jobs, each held by a process of its own.
 
-Kaldi splits the data with ``split_data.sh --per-spk``, runs ``gmm-align-compiled`` and
-``gmm-acc-stats-ali`` per job and sums the statistics (``gmm-sum-accs``) before
-``gmm-est``. Here a job is a ``shard.Shard`` that keeps its speakers' MFCC, transcript
-DAGs, features under the current front end and alignments in memory across iterations;
-the parent sends it the model and gets back alignments or statistics, sums them and
-updates. The parent holds no features (only frame counts): each job reads its own. A speaker is wholly in one job, so its fMLLR is estimated there too. With one
-job the shard lives in the calling process (nothing pickled): ``--nj 1`` is the
-single-process run, and ``--nj N`` differs from it only in the order of float sums.
+Kaldi splits the data with ``split_data.sh --per-spk``, runs ``compile-train-graphs``,
+``gmm-align-compiled`` and ``gmm-acc-stats-ali`` per job and sums the statistics
+(``gmm-sum-accs``) before ``gmm-est``. Here a job is a ``shard.Shard`` that keeps its
+speakers' MFCC, transcript DAGs, features under the current front end and alignments in
+memory across iterations; the parent sends it the model and gets back alignments or
+statistics, sums them and updates. The parent holds no features (only frame counts) and
+no DAGs (only which utterances have words): each job reads its own features and
+transcripts and builds its own DAGs. A speaker is wholly in one job, so its fMLLR is
+estimated there too. With one job the shard lives in the calling process (nothing
+pickled): ``--nj 1`` is the single-process run, and ``--nj N`` differs from it only in
+the order of float sums.
 
 Workers are ``forkserver`` processes (as the synthesizer's) talking through one pipe
 each (no queues: their semaphores outlive a killed process group), torch on one thread.
@@ -36,10 +39,10 @@ from asrtrain.align.am import AcousticModel, GmmStats
 from asrtrain.align.corpus import Beams, Counts, Failures, Realigned
 from asrtrain.align.evaluate import Reference, agreement
 from asrtrain.align.feats import DiskFeats, FrontEnd, Utterances
-from asrtrain.align.graph import PhoneDag
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
 from asrtrain.align.remote import Workers
 from asrtrain.align.shard import Shard, Share, serve_forked
+from asrtrain.align.transcripts import Prons
 from asrtrain.core.errors import AsrtrainError
 from asrtrain.lang.hmm import Topology
 
@@ -99,13 +102,14 @@ class Jobs:
 
     cpu_seconds = 0.0   # all workers of all Jobs, finished or not
 
-    def __init__(self, utts: Utterances, dags: dict[str, PhoneDag], nj: int,
+    def __init__(self, utts: Utterances, transcribed: list[str], prons: Prons, nj: int,
                  workers: Workers | None = None, what: str = "") -> None:
-        self.dags = dags
+        self.transcribed = transcribed   # the utterances with words: the jobs align them
+        self.prons = prons
         self.workers = workers
         self.data, self.order = utts.data, list(utts.feats)
         shares = [utts.subset(part) for part in split_speakers(utts, nj)]
-        self.parts = [[u for u in dags if u in share.feats] for share in shares]
+        self.parts = [[u for u in transcribed if u in share.feats] for share in shares]
         self.aligned = 0              # utterances with an alignment, all jobs
         self._local: Shard | None = None
         self._remote: list[JobHandle] = []
@@ -114,11 +118,11 @@ class Jobs:
             self._key, remote = workers.start(len(shares), what)
             self._remote = list(remote)
             for i, (share, part) in enumerate(zip(shares, self.parts, strict=True)):
-                self._send(i, self._message("load", Share(utts.data, list(share.feats),
-                                                          {u: dags[u] for u in part})))
+                self._send(i, self._message("load", self._share(share, part)))
             self._gather()
         elif len(shares) == 1:
-            self._local = Shard.of(self._share(shares[0], self.parts[0]), dags, True)
+            self._local = Shard.of(self._share(shares[0], self.parts[0]), True,
+                                   _in_memory(shares[0]))
         else:
             self._start(shares)
 
@@ -126,16 +130,15 @@ class Jobs:
     def nj(self) -> int:
         return len(self.parts)
 
-    def spawn(self, utts: Utterances, dags: dict[str, PhoneDag], nj: int, what: str) -> Jobs:
+    def spawn(self, utts: Utterances, transcribed: list[str], nj: int, what: str) -> Jobs:
         """Jobs of other utterances, run where these run."""
-        return Jobs(utts, dags, nj, self.workers, what)
+        return Jobs(utts, transcribed, self.prons, nj, self.workers, what)
 
-    def _share(self, share: Utterances, part: list[str]) -> Share | Utterances:
-        """What a job is given: where its features are (read there, not held here), or
-        the features themselves where the caller holds them in memory."""
-        if isinstance(share.feats, DiskFeats):
-            return Share(share.data, list(share.feats), {u: self.dags[u] for u in part})
-        return share
+    def _share(self, share: Utterances, part: list[str]) -> Share:
+        """What a job is told: where its features and transcripts are (read there, not
+        held here), which of them to align, the pronunciations of their words."""
+        words = (w for u in part for w in share.text[u])
+        return Share(share.data, list(share.feats), part, self.prons.only(words))
 
     def _start(self, shares: list[Utterances]) -> None:
         import multiprocessing
@@ -145,8 +148,8 @@ class Jobs:
         for share, part in zip(shares, self.parts, strict=True):
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=serve_forked,
-                               args=(child, self._share(share, part),
-                                     {u: self.dags[u] for u in part}), daemon=True)
+                               args=(child, self._share(share, part), _in_memory(share)),
+                               daemon=True)
             proc.start()
             child.close()
             self._remote.append(_Remote(parent, proc,
@@ -221,7 +224,7 @@ class Jobs:
         """Every job's equal alignments (``ali_parts.equal_alignments``); the utterances
         too short for them."""
         short = [u for part in self.call("equal_alignments", pdfs) for u in part]
-        self.aligned = len(self.dags) - len(short)
+        self.aligned = len(self.transcribed) - len(short)
         return short
 
     def relabel(self, pdfs: MonoPdfs | TreePdfs) -> None:
@@ -333,6 +336,11 @@ class Jobs:
             parts = self._gather()
         entries = {u: where for part in parts for u, where in part.items()}
         return write_scp(out, self.data, [(u, entries[u]) for u in self.order])
+
+
+def _in_memory(share: Utterances) -> Utterances | None:
+    """A job's features where the caller holds them in memory (else the job reads them)."""
+    return None if isinstance(share.feats, DiskFeats) else share
 
 
 def _merged(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

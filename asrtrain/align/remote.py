@@ -9,10 +9,11 @@ command somewhere: ``srun --ntasks=1``, a site's wrapper, ``env`` for this host.
 
 The N jobs are started once and serve the whole run: for each ``Jobs`` of the parent
 (the training speakers, the monophones' subset, each split) a job is told a data dir,
-its utterances (whole speakers) and their transcript DAGs, reads those utterances'
-features itself from the shared data dir (``feats.load_utterances(only=...)``, the
-parent's own code), answers the calls a forkserver job answers (``shard.serve``)
-and frees them when that ``Jobs`` closes. So a scheduler queues N jobs once, not N
+its utterances (whole speakers) and the lexicon's pronunciations, reads those
+utterances' features and transcripts itself from the shared data dir
+(``feats.load_utterances(only=...)``, the parent's own code), builds their DAGs,
+answers the calls a forkserver job answers (``shard.serve``) and frees them when that
+``Jobs`` closes. So a scheduler queues N jobs once, not N
 per split.
 
 A job that cannot start, exits before connecting or does not connect within

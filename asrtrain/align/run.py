@@ -23,12 +23,11 @@ from asrtrain.align import ladder
 from asrtrain.align.corpus import Failures
 from asrtrain.align.evaluate import Reference
 from asrtrain.align.feats import FrontEnd, Utterances, load_utterances
-from asrtrain.align.graph import PhoneDag
 from asrtrain.align.ladder import LadderConfig, Rung
 from asrtrain.align.output import check_out_path
 from asrtrain.align.parallel import Clock, Jobs
 from asrtrain.align.remote import Launch, Workers
-from asrtrain.align.transcripts import build_dags, map_oovs, pron_table
+from asrtrain.align.transcripts import Prons, map_oovs, pron_table, transcribed
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import InputError
 from asrtrain.lang.lexicon import EPS, Lexicon, read_dict_dir
@@ -59,29 +58,35 @@ class Split:
     name: str
     utts: Utterances
     text: dict[str, list[str]]
-    dags: dict[str, PhoneDag]
+    transcribed: list[str]            # the utterances with words (each job builds their DAGs)
+    prons: Prons
     failures: Failures
 
     def hours(self) -> float:
         """Audio hours of the utterances with a transcript (10 ms frames)."""
-        return sum(self.utts.frames(u) for u in self.dags) / FRAMES_PER_HOUR
+        return sum(self.utts.frames(u) for u in self.transcribed) / FRAMES_PER_HOUR
+
+    def jobs(self, nj: int, workers: Workers | None, what: str | None = None) -> Jobs:
+        """The split's utterances in ``nj`` jobs, each building its own DAGs."""
+        return Jobs(self.utts, self.transcribed, self.prons, nj, workers, what or self.name)
 
 
 def load_split(name: str, data: Path, lex: Lexicon, prons: dict[str, list[tuple[int, ...]]],
                oov: str | None) -> Split:
-    """Frame counts (every job reads its own speakers' features: the parent's memory
-    stays per-utterance metadata), transcripts with OOVs handled, DAGs; empty or
-    missing transcripts failed."""
+    """Frame counts (every job reads its own speakers' features and builds their DAGs:
+    the parent's memory stays per-utterance metadata), transcripts with OOVs handled;
+    empty or missing transcripts failed."""
     utts = load_utterances(data, in_memory=False)
     text, _ = map_oovs(utts.text, prons, oov, data / "text")
     failures = Failures()
     for utt in utts.missing_text:
         failures.add(utt, "no transcript")
     empty: list[str] = []
-    dags = build_dags(text, prons, lex.phones[lex.silence], empty)
+    with_words = transcribed(text, empty)
     for utt in empty:
         failures.add(utt, "empty transcript")
-    return Split(name, utts, text, dags, failures)
+    return Split(name, utts, text, with_words, Prons(prons, lex.phones[lex.silence], oov),
+                 failures)
 
 
 def prepare_align(job: AlignJob) -> dict[str, Any]:
@@ -119,7 +124,7 @@ def _align_all(job: AlignJob, lex: Lexicon, workers: Workers | None) -> dict[str
     report: dict[str, Any] = {"stages": {}, "splits": {}}
     ref = _reference(job.reference, lex) if job.reference else None
     cfg = job.config
-    with Jobs(train.utts, train.dags, cfg.nj, workers, train.name) as jobs:
+    with train.jobs(cfg.nj, workers) as jobs:
         log.info("%d jobs (processes) of the training speakers", jobs.nj)
         rungs = _train(job, train, jobs, phones, sil, names, ref, report)
         from asrtrain.lang.lexicon import write_symbols
@@ -129,7 +134,7 @@ def _align_all(job: AlignJob, lex: Lexicon, workers: Workers | None) -> dict[str
         aligned = _align_split(job, train, rungs, jobs, names, ref, report)
         pdf_frames = jobs.pdf_frames(rungs[-1].pdfs.num_pdfs) if aligned else None
     for split in list(splits.values())[1:]:
-        with Jobs(split.utts, split.dags, cfg.nj, workers, split.name) as jobs:
+        with split.jobs(cfg.nj, workers) as jobs:
             _align_split(job, split, rungs, jobs, names, ref, report)
     if rungs[-1].name == "sat" and pdf_frames is not None:
         clock = Clock()
@@ -153,7 +158,7 @@ def write_sat_features(out: Path, sat: Rung, splits: dict[str, Split], train: Sp
     written = {}
     for split in splits.values():
         front = FrontEnd(deltas=False, context=sat.front.context, lda=sat.front.lda)
-        with Jobs(split.utts, split.dags, nj, workers, f"{split.name} SAT features") as jobs:
+        with split.jobs(nj, workers, f"{split.name} SAT features") as jobs:
             if split is train:
                 front.fmllr = dict(sat.front.fmllr)
             else:

@@ -1,6 +1,7 @@
 """One alignment job's side: its share of the utterances, and the calls it answers.
 
-A job is a :class:`Shard`: its speakers' MFCC (read by the job itself), transcript DAGs,
+A job is a :class:`Shard`: its speakers' MFCC and transcripts (read by the job itself),
+their DAGs (built by the job from the lexicon's pronunciations, never by the parent),
 features under the current front end (one float32 matrix, ``frames.FrameBlock``) and
 alignments, kept in memory across iterations; the parent gets counts and statistics
 from them, never the alignments (``ali_parts``). The parent
@@ -8,7 +9,7 @@ from them, never the alignments (``ali_parts``). The parent
 the shard (the shard's methods are the whole protocol, so nothing above is named in
 a message) and answers with the result. A forkserver job starts in
 :func:`serve_forked`; a job on another host (``remote.run_worker``) is told a
-:class:`Share` and reads its features itself. Nothing here imports the parent's side.
+:class:`Share` and reads its features and transcripts itself. Nothing here imports the parent's side.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from asrtrain.align.frames import FrameBlock
 from asrtrain.align.front_stats import estimate_fmllr, lda_stats, mllt_stats
 from asrtrain.align.graph import PhoneDag
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
+from asrtrain.align.transcripts import Prons
 from asrtrain.core.errors import AsrtrainError
 from asrtrain.lang.hmm import Topology
 
@@ -46,11 +48,18 @@ log = logging.getLogger("asrtrain.align")
 
 @dataclass
 class Share:
-    """What one job is told: its data dir, its utterances in order, their DAGs."""
+    """What one job is told: its data dir, its utterances in order, those with words (in
+    that order: the ones it aligns) and the pronunciations it builds their DAGs from; no
+    DAGs (the parent builds none: 10 KB an utterance)."""
 
     data: Path
     utts: list[str]
-    dags: dict[str, Any]
+    transcribed: list[str]
+    prons: Prons
+
+    def dags(self, utts: Utterances) -> dict[str, PhoneDag]:
+        """The DAGs of the utterances with words, from their transcripts in ``utts``."""
+        return self.prons.dags(utts.text, self.transcribed, self.data / "text")
 
 
 class Shard:
@@ -70,15 +79,14 @@ class Shard:
         log.info("align-worker: %d utterances of %d speakers, %d frames, from %s",
                  len(share.utts), len(utts.speakers()),
                  sum(utts.frames(u) for u in share.utts), share.data)
-        return cls(utts, share.dags, False)
+        return cls(utts, share.dags(utts), False)
 
     @classmethod
-    def of(cls, share: Share | Utterances, dags: dict[str, PhoneDag], progress: bool) -> Shard:
-        """A local or forkserver job's shard: a ``Share``'s features read here (the parent
-        holds only frame counts), or the ``Utterances`` given."""
-        if isinstance(share, Share):
-            return cls(_read(share), share.dags, progress)
-        return cls(share, dags, progress)
+    def of(cls, share: Share, progress: bool, utts: Utterances | None = None) -> Shard:
+        """A local or forkserver job's shard: its features read here (the parent holds
+        only frame counts) unless given in memory, its DAGs built here."""
+        utts = _read(share) if utts is None else utts
+        return cls(utts, share.dags(utts), progress)
 
     def use_front(self, front: FrontEnd) -> None:
         """The features under ``front``, in one float32 matrix (the old one reused)."""
@@ -157,15 +165,15 @@ def _read(share: Share) -> Utterances:
     return load_utterances(share.data, only=set(share.utts)).subset(share.utts)
 
 
-def serve_forked(conn: Any, share: Share | Utterances, dags: dict[str, PhoneDag]) -> None:
-    """A forkserver worker: read its features (see ``Shard.of``), then answer the parent's
-    calls on its shard until it closes the pipe."""
+def serve_forked(conn: Any, share: Share, utts: Utterances | None) -> None:
+    """A forkserver worker: read its features and build its DAGs (see ``Shard.of``), then
+    answer the parent's calls on its shard until it closes the pipe."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's: it ends the jobs
     torch.set_num_threads(1)   # many small products: a second thread only waits (DESIGN.md)
     try:
-        shard = Shard.of(share, dags, False)
+        shard = Shard.of(share, False, utts)
     except BaseException as exc:  # noqa: BLE001 - told to the parent at its first call
         _refuse(conn, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         return

@@ -4,12 +4,19 @@ A word missing from the lexicon cannot be aligned. Kaldi's answer is ``--oov``: 
 every such word to a word the lexicon has (``<UNK>`` with a garbage phone, say) and say
 how many were mapped. Without it, the words are refused with their counts, so a user
 sees at once whether a lexicon is incomplete or the text needs normalising.
+
+The parent checks the whole corpus' text (OOVs, empty transcripts) and keeps only which
+utterances have words; each alignment job builds its own utterances' DAGs from
+:class:`Prons` (as Kaldi's jobs each run ``compile-train-graphs`` on their split): a
+DAG is about 10 KB (13 words), 10 GB for a million utterances in one process.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from asrtrain.align.graph import PhoneDag, phone_dag
@@ -43,16 +50,51 @@ def map_oovs(text: dict[str, list[str]], prons: dict[str, list[tuple[int, ...]]]
         raise InputError(f"--oov {oov!r} is not a word of the lexicon", source)
     log.warning("%s: %d tokens of %d words not in the lexicon mapped to %s: %s%s", source,
                 sum(counts.values()), len(counts), oov, listed, more)
-    return {u: [w if w in prons else oov for w in words] for u, words in text.items()}, counts
+    return {u: mapped(words, prons, oov) for u, words in text.items()}, counts
 
 
-def build_dags(text: dict[str, list[str]], prons: dict[str, list[tuple[int, ...]]], sil: int,
-               empty: list[str]) -> dict[str, PhoneDag]:
-    """The phone DAG of every non-empty transcript; empty ones are appended to ``empty``."""
-    dags: dict[str, PhoneDag] = {}
+def mapped(words: list[str], prons: dict[str, list[tuple[int, ...]]], oov: str | None
+           ) -> list[str]:
+    """``words`` with those missing from the lexicon replaced by ``oov``."""
+    return [w if w in prons else oov for w in words] if oov is not None else words
+
+
+def transcribed(text: dict[str, list[str]], empty: list[str]) -> list[str]:
+    """The utterances with words (their DAGs are built and aligned), in ``text``'s order;
+    those without are appended to ``empty``."""
+    out: list[str] = []
     for utt, words in text.items():
-        if not words:
-            empty.append(utt)
-            continue
-        dags[utt] = phone_dag([prons[w] for w in words], sil)
-    return dags
+        (out if words else empty).append(utt)
+    return out
+
+
+@dataclass
+class Prons:
+    """What a job builds its utterances' DAGs from: the lexicon's pronunciations as phone
+    ids, the silence phone, the ``--oov`` word (lexicon-sized: sent to every job)."""
+
+    table: dict[str, list[tuple[int, ...]]]
+    sil: int
+    oov: str | None = None
+
+    def only(self, words: Iterable[str]) -> Prons:
+        """These words' pronunciations alone (and ``oov``'s): what one job's transcripts
+        need, not the whole lexicon in every job (6.4 MB a job for 30k words)."""
+        keep = set(words) | ({self.oov} if self.oov is not None else set())
+        return Prons({w: self.table[w] for w in sorted(keep) if w in self.table}, self.sil,
+                     self.oov)
+
+    def dags(self, text: dict[str, list[str]], utts: list[str], source: Path
+             ) -> dict[str, PhoneDag]:
+        """The phone DAG of each of ``utts`` (checked by the parent to have words, each in
+        the lexicon or mapped), from its transcript in ``text``."""
+        dags: dict[str, PhoneDag] = {}
+        for utt in utts:
+            words = mapped(text.get(utt, []), self.table, self.oov)
+            missing = [w for w in words if w not in self.table]
+            if not words or missing:
+                now = f"{missing[0]!r} is not in the lexicon" if missing else "empty"
+                raise InputError(f"utterance {utt!r}: its transcript changed during the run "
+                                 f"({now})", source)
+            dags[utt] = phone_dag([self.table[w] for w in words], self.sil)
+        return dags

@@ -1,5 +1,6 @@
 """``prepare align``'s memory does not grow with the corpus beyond what one job holds:
-the parent keeps frame counts (each job reads its own speakers' features), a job keeps
+the parent keeps frame counts and which utterances have words (each job reads its own
+speakers' features and transcripts and builds their DAGs), a job keeps
 its features in one float32 matrix and passes over them without copying them, and
 fMLLR's working memory is bounded whatever the speaker's length or the model's size."""
 
@@ -22,7 +23,6 @@ from asrtrain.align.corpus import Corpus, accumulate, aligned_frames
 from asrtrain.align.feats import DiskFeats, FrontEnd
 from asrtrain.align.frames import FrameBlock
 from asrtrain.align.front_stats import OUTER_ROWS, fmllr_stats, mllt_stats
-from asrtrain.align.parallel import Jobs
 from asrtrain.align.run import load_split
 from asrtrain.align.transcripts import pron_table
 from asrtrain.lang.lexicon import read_dict_dir
@@ -54,7 +54,7 @@ def test_the_parent_holds_frame_counts_and_a_job_one_float32_matrix(tmp_path: Pa
     split = load_split("train", data, lex, pron_table(lex), None)
     assert isinstance(split.utts.feats, DiskFeats)          # what prepare align's parent keeps
     assert [split.utts.frames(u) for u in frames] == list(frames.values())
-    with Jobs(split.utts, split.dags, 1) as jobs:            # --nj 1: the job in this process
+    with split.jobs(1, None) as jobs:                        # --nj 1: the job in this process
         jobs.use_front(FrontEnd(deltas=True))
         shard = jobs._local
         assert shard is not None
@@ -78,7 +78,7 @@ def test_the_alignments_stay_in_the_jobs_which_write_them(tmp_path: Path) -> Non
     lex = read_dict_dir(tmp_path / "dict")
     split = load_split("train", data, lex, pron_table(lex), None)
     phones = sorted(lex.phones.values())
-    with Jobs(split.utts, split.dags, 1) as jobs:
+    with split.jobs(1, None) as jobs:
         assert jobs.equal_alignments(MonoPdfs(phones)) == ["spk3-1"]
         assert jobs.aligned == 3 and not hasattr(jobs, "alignments")
         topo = jobs.topology(states_per_phone(phones))
@@ -91,6 +91,35 @@ def test_the_alignments_stay_in_the_jobs_which_write_them(tmp_path: Path) -> Non
     assert sorted(p.name for p in (tmp_path / "out" / "train").iterdir()) == [
         "ali.1.ark", "ali.scp", "failed.txt", "pdf.1.ark", "pdf.scp", "phone.ctm",
         "state.1.ark", "state.scp", "text"]
+
+
+def test_the_parent_builds_no_dags_each_job_builds_its_own(tmp_path: Path, monkeypatch) -> None:
+    """A transcript's DAG is about 10 KB: 10 GB for a million utterances in the parent.
+    Here the parent cannot build one, yet its two jobs align every utterance with words."""
+    import gc
+
+    from asrtrain.align import transcripts
+    from asrtrain.align.graph import PhoneDag
+    from asrtrain.align.hmm import MonoPdfs
+
+    frames = {"spk1-1": 120, "spk1-2": 80, "spk2-1": 100, "spk2-2": 90}
+    data = _data_dir(tmp_path, frames)
+    (data / "text").write_text("spk1-1 YES NO\nspk1-2 NO\nspk2-1 YES\nspk2-2\n")
+
+    def refused(*_: object) -> None:
+        raise AssertionError("the parent built a DAG")
+
+    monkeypatch.setattr(transcripts, "phone_dag", refused)   # the jobs' processes import theirs
+    lex = read_dict_dir(tmp_path / "dict")
+    split = load_split("train", data, lex, pron_table(lex), None)
+    assert split.transcribed == ["spk1-1", "spk1-2", "spk2-1"]
+    assert split.failures.reasons == {"spk2-2": "empty transcript"}
+    with split.jobs(2, None) as jobs:                     # forkserver processes
+        assert jobs.nj == 2
+        assert jobs.equal_alignments(MonoPdfs(sorted(lex.phones.values()))) == []
+        assert jobs.aligned == 3
+        assert int(jobs.pdf_frames(3 * len(lex.phones)).sum()) == 300
+        assert not any(type(o) is PhoneDag for o in gc.get_objects())
 
 
 def _job_corpus(n_utts: int, frames: int, dim: int, pdfs: int) -> tuple[Corpus, AcousticModel]:
