@@ -279,9 +279,9 @@ def prepare_ivectors(data: Path, out: Path, ubm_components: int = 256, dim: int 
     Baum-Welch statistics (each utterance's, put in order here) and the i-vectors (an
     ark a job, ``OUT/ivectors.scp`` in feats.scp's order); the results do not depend on
     ``nj``, so it is no stage parameter. The jobs also gather the UBM's subsample of
-    frames; its EM on them (``max_frames`` at most) and the extractor's EM on the statistics of at most
-    ``max_utts`` utterances stay in this process. With ``job_cmd`` each job is that
-    command's, on any host (``adapt.job_cmd``).
+    frames; its EM on them (``max_frames`` at most) and the extractor's EM on the
+    statistics of at most ``max_utts`` utterances stay in this process. With ``job_cmd``
+    each job is that command's, on any host (``adapt.job_cmd``).
     """
     from asrtrain.adapt.featio import open_feats, read_matrix, speakers_of
     from asrtrain.adapt.jobs import split_jobs

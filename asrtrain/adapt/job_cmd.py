@@ -57,8 +57,9 @@ def run_commands(command: str, what: str, stage: str, target: Callable[..., Any]
     try:
         for j in range(n):
             answers[j].unlink(missing_ok=True)
-            procs.append(_start([*argv0, sys.executable, "-m", "asrtrain.cli.main", "prepare",
-                                 "adapt-job", str(spec), str(j + 1)], logs[j], f"{what}: job {j + 1}"))
+            argv = [*argv0, sys.executable, "-m", "asrtrain.cli.main", "prepare", "adapt-job",
+                    str(spec), str(j + 1)]
+            procs.append(_start(argv, logs[j], f"{what}: job {j + 1}"))
         log.info("%s: %d jobs started with %r, logs %s", what, n, command,
                  log_dir / f"{stage}.*.log")
         pending = set(range(n))

@@ -7,8 +7,9 @@ itself and returns what is small (statistics, transforms, scp entries of the ark
 wrote); the parent sums or merges the answers in job order. With one job the function
 runs in the calling process: ``--nj 1`` is the single-process command. Otherwise each
 job is a local ``forkserver`` process (as the aligner's and the synthesizer's; at most
-one a core at a time), torch on one thread, its log in ``OUT/log/<stage>.<job>.log``; a failed job ends the others and
-is one error line naming it and its log (``core.workers``). With ``--job-cmd`` each job
+one a core at a time), torch on one thread, its log in ``OUT/log/<stage>.<job>.log``; a
+failed job ends the others and is one error line naming it and its log
+(``core.workers``). With ``--job-cmd`` each job
 is a command started by it, on any host (``adapt.job_cmd``).
 """
 
@@ -65,8 +66,9 @@ def run_jobs(what: str, stage: str, target: Callable[..., Any], jobs: Sequence[t
                  for j in range(len(jobs))]
         log.info("%s: %d jobs, logs %s", what, len(jobs), log_dir / f"{stage}.*.log")
         return run_workers(_job, [(target, logs[j], args) for j, args in enumerate(jobs)],
-                           min(len(jobs), os.cpu_count() or 1), on_message=lambda _job, n: bar.advance(n),
-                           names=names, method="forkserver", preload=[*PRELOAD, target.__module__])
+                           min(len(jobs), os.cpu_count() or 1),
+                           on_message=lambda _job, n: bar.advance(n), names=names,
+                           method="forkserver", preload=[*PRELOAD, target.__module__])
 
 
 def _job(target: Callable[..., Any], log_path: Path, args: tuple[Any, ...],

@@ -42,8 +42,8 @@ from asrtrain.cli.options import config_option, resolved_params
 @click.option("--max-frames", type=click.IntRange(min=1000), default=FMLLR.max_frames, show_default=True,
               help="Frames (evenly subsampled) to train the GMM on.")
 @click.option("--nj", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Jobs (local processes, or --job-cmd's; whole speakers each, balanced by frames) for the "
-              "passes over the corpus; the results do not depend on it.")
+              help="Jobs (local processes, or --job-cmd's; whole speakers each, balanced by "
+              "frames) for the passes over the corpus; the results do not depend on it.")
 @click.option("--job-cmd", default=None, metavar="CMD",
               help="Start each job with this command, on any host that sees DATA and OUT under "
               "the same paths (srun --ntasks=1; env: this host), as Kaldi's queue.pl.")
