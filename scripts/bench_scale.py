@@ -263,6 +263,17 @@ def commit() -> str:
     return _git("rev-parse", "--short", "HEAD").strip() + ("+dirty" if dirty else "")
 
 
+#: What the recipe (``done_or_run``) and asrtrain's own resumable stages print when they skip
+#: finished work: a stage that skipped measured nothing.
+SKIP_MARKS = ("already complete (", ": complete, skipping")
+
+
+def skipped_work(log: Path) -> str | None:
+    """The first line of ``log`` saying finished work was skipped, or None."""
+    with log.open(errors="replace") as fh:
+        return next((line.strip() for line in fh if any(m in line for m in SKIP_MARKS)), None)
+
+
 def run_stage(args: argparse.Namespace, hours: float, stage: Stage) -> bool:
     """Measure one stage of one size and write its JSON (not when it fails)."""
     path = result_path(args.out, hours, stage.name)
@@ -282,6 +293,11 @@ def run_stage(args: argparse.Namespace, hours: float, stage: Stage) -> bool:
               "command": shlex.join(cmd) + "".join(f" ({k}={v})" for k, v in stage.env)}
     if figures["rc"] != 0:
         print(f"{hours:g} h {stage.name}: FAILED (exit {figures['rc']}); log: {log}")
+        return False
+    skipped = skipped_work(log)
+    if skipped:
+        print(f"{hours:g} h {stage.name}: NOT MEASURED, it skipped finished work ({skipped!r} in "
+              f"{log}): remove that stage's outputs under {work} and run again")
         return False
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1) + "\n")

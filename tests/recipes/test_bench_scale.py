@@ -100,3 +100,16 @@ def test_a_stage_is_its_recipe_stage_alone(tmp_path: Path, bench: ModuleType) ->
     assert cmd[-6:-4] == ["--streams", "fmllr"]  # after the papers' three: it wins
     assert cmd[cmd.index("--speakers") + 1] == "96" and cmd[cmd.index("--test-speakers") + 1] == "12"
     assert cmd[cmd.index("--hidden") + 1] == "auto" and "--beam" in cmd
+
+
+def test_a_stage_that_skipped_finished_work_is_not_a_measurement(bench: ModuleType,
+                                                                 tmp_path: Path) -> None:
+    """A rerun whose command found its outputs complete measured nothing (seen: 1 h fMLLR in 9 s)."""
+    log = tmp_path / "fmllr.log"
+    log.write_text("[20:04:01] fmllr-train: asrtrain prepare fmllr ...\n"
+                   "20:04:05 INFO stage lda: complete, skipping\n")
+    assert bench.skipped_work(log) == "20:04:05 INFO stage lda: complete, skipping"
+    log.write_text("[20:04:01] ivectors-train: already complete (exp/ivectors/.done.x), skipping\n")
+    assert bench.skipped_work(log) is not None
+    log.write_text("20:04:05 INFO stage lda: running\n20:04:09 INFO stage gmm: running\n")
+    assert bench.skipped_work(log) is None
