@@ -15,7 +15,13 @@ import click
 from asrtrain.cli.options import config_option, default_of, resolved_params
 from asrtrain.distributed.config import BACKENDS, STRATEGIES, TOPOLOGIES, TRANSPORTS, DistConfig
 from asrtrain.model.config import ModelConfig
-from asrtrain.train.config import LR_SCHEDULES, PRECISIONS, WARMUP_GRANULARITIES, TrainConfig
+from asrtrain.train.config import (
+    LR_SCHEDULES,
+    PRECISIONS,
+    PRIOR_SOURCES,
+    WARMUP_GRANULARITIES,
+    TrainConfig,
+)
 
 MODEL_SIZES = ("hidden", "layers", "proj", "dropout")
 
@@ -121,6 +127,11 @@ def _show(title: str, plan: dict[str, Any]) -> None:
                    "the BLSTM has no BatchNorm, so a plain mean is right). auto: best with --valid, as a "
                    "speech recipe picks its model on held-out data (later epochs of a small corpus overfit), "
                    "else last. The pick is logged, in metrics.jsonl, EXP/selection.json and final.pt.")
+@click.option("--priors", type=click.Choice(PRIOR_SOURCES), default=_t("priors"), show_default=True,
+              help="final.pt's state priors, which the decoder divides the posteriors by: posterior (the "
+                   "model's mean posterior over training frames, as Kaldi's nnet3 recipes adjust them; "
+                   "lower dev WER on speechocean762 for all four models tried) or counts (the "
+                   "alignments' pdf frequencies).")
 @click.option("--momentum", type=float, default=_t("momentum"), show_default=True)
 @click.option("--nesterov/--no-nesterov", default=_t("nesterov"), show_default=True)
 @click.option("--weight-decay", type=float, default=_t("weight_decay"), show_default=True)

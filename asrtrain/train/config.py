@@ -31,6 +31,9 @@ from asrtrain.train.select import Selection, parse_selection
 PRECISIONS = ("auto", "fp32", "bf16")
 WARMUP_GRANULARITIES = ("epoch", "step")
 LR_SCHEDULES = ("paper", "plateau")
+#: final.pt's state priors: the model's mean posterior over training frames (Kaldi nnet3's
+#: adjust-priors; train/priors.py says why), or the archive's pdf counts.
+PRIOR_SOURCES = ("posterior", "counts")
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class TrainConfig:
     select: str = "auto"             # final.pt: auto (best with a held-out set, else last), last, best, average:N
     streams: str | None = None       # comma list of the archive's streams the model reads (None: all of them)
     spec_augment: str | None = None  # SpecAugment masks of training batches, "F=2,f=8,T=2,t=5" (None: off)
+    priors: str = "posterior"        # final.pt's state priors: the model's mean posterior, or the pdf counts
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "archive", Path(self.archive))
@@ -100,6 +104,7 @@ class TrainConfig:
             (self.log_every >= 1, f"log_every must be at least 1, got {self.log_every}"),
             (self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}"),
             (self.valid_batch >= 1, f"valid batch must be at least 1, got {self.valid_batch}"),
+            (self.priors in PRIOR_SOURCES, f"priors must be one of {', '.join(PRIOR_SOURCES)}, got {self.priors}"),
             (self.max_steps_per_epoch is None or self.max_steps_per_epoch >= 1,
              "max_steps_per_epoch must be at least 1"),
             (self.keep_checkpoints >= 0, f"keep_checkpoints must be >= 0, got {self.keep_checkpoints}"),

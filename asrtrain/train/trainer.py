@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from asrtrain.core.atomic import write_text
@@ -51,6 +52,7 @@ from asrtrain.train.events import open_sink
 from asrtrain.train.hooks import Hooks
 from asrtrain.train.metrics import EpochBar, MetricsLog, StepWindow, epoch_row, epoch_summary
 from asrtrain.train.plateau import Plateau, PlateauState
+from asrtrain.train.priors import describe_shift, mean_posterior
 from asrtrain.train.resume import restore
 from asrtrain.train.schedule import LRSchedule
 from asrtrain.train.select import Pick, needed_epochs, pick, selected_state
@@ -346,11 +348,24 @@ class Trainer:
                 "tree_id": self.archive.header.get("tree_id"), "select": chosen.to_dict(),
                 "input": self.input.to_dict(),
                 "lr_schedule": {"schedule": self.cfg.lr_schedule, **self.plateau_state.to_dict()}}
-        path = save_final(self.cfg.exp / "final.pt", self._selected_model(chosen), self.archive.priors,
-                          self.archive.layout, meta)
+        model = self._selected_model(chosen)
+        priors, meta["priors"] = self._priors(model)
+        path = save_final(self.cfg.exp / "final.pt", model, priors, self.archive.layout, meta)
         self._record_pick(chosen)
         log.info("%s; written to %s", chosen.describe(self.epochs_done), path)
         return path
+
+    def _priors(self, model: BLSTM) -> tuple[Any, dict[str, Any]]:
+        """The decoder's state priors (``--priors``): the archive's pdf counts, or ``model``'s mean
+        posterior over spread training frames (``train/priors.py`` says why)."""
+        counts = self.archive.priors
+        if self.cfg.priors == "counts" or counts is None:
+            return counts, {"source": "counts"}
+        mean, frames = mean_posterior(model, self.archive, self.cfg.valid_batch, self.device, self.dtype,
+                                      self.input.index)
+        log.info("priors: the model's mean posterior over %d training frames (%s)", frames,
+                 describe_shift(mean, np.asarray(counts, dtype=np.float64) / float(np.sum(counts))))
+        return mean, {"source": "posterior", "frames": frames}
 
     def _selected_model(self, chosen: Pick) -> BLSTM:
         """This learner's model (``last``), or a copy holding the picked checkpoints' (mean) weights."""

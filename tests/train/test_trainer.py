@@ -52,7 +52,12 @@ def test_a_small_model_learns_and_writes_the_experiment(learnable_archives: tupl
     train_archive = Archive(learnable_archives[0])
     final = load_final(exp / "final.pt")
     assert final.config == TINY.__class__(input_dim=8, hidden=16, layers=1, proj=8, num_pdfs=5)
-    np.testing.assert_allclose(final.priors, train_archive.priors / train_archive.priors.sum())
+    # the priors: the final model's mean posterior over every real training frame (a tiny archive)
+    tf, tt = train_archive.read_chunks(0, train_archive.num_chunks)
+    with torch.no_grad():
+        post = torch.softmax(final.model(torch.from_numpy(tf.astype(np.float32))), -1).numpy()
+    np.testing.assert_allclose(final.priors, post[tt >= 0].mean(0), rtol=1e-5)
+    assert final.meta["priors"] == {"source": "posterior", "frames": int((tt >= 0).sum())}
     assert final.layout == train_archive.layout
     np.testing.assert_allclose(final.model.feat_mean.numpy(), train_archive.mean, rtol=1e-6)
     np.testing.assert_allclose(final.model.feat_std.numpy() ** 2, train_archive.var, rtol=1e-5)
@@ -61,6 +66,15 @@ def test_a_small_model_learns_and_writes_the_experiment(learnable_archives: tupl
         pred = final.model(torch.from_numpy(feats.astype(np.float32))).argmax(-1).numpy()
     real = targets >= 0
     assert (pred[real] == targets[real]).mean() == pytest.approx(accs[-1])
+
+
+def test_count_priors_are_the_archives_pdf_frequencies(learnable_archives: tuple[Path, Path],
+                                                      tmp_path: Path) -> None:
+    train(_cfg(learnable_archives, tmp_path / "exp", epochs=1, priors="counts"))
+    counts = Archive(learnable_archives[0]).priors
+    final = load_final(tmp_path / "exp" / "final.pt")
+    np.testing.assert_allclose(final.priors, counts / counts.sum())
+    assert final.meta["priors"] == {"source": "counts"}
 
 
 def test_same_seed_same_weights_other_seed_differs(learnable_archives: tuple[Path, Path],
