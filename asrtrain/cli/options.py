@@ -78,6 +78,16 @@ def config_option(func: F) -> F:
     )(func)
 
 
+def adapt_jobs_options(func: F) -> F:
+    """``--nj`` and ``--job-cmd`` of the adaptation commands (``prepare fmllr``, ``prepare ivectors``)."""
+    func = click.option("--job-cmd", default=None, metavar="CMD",
+                        help="Start each job with this command, on any host that sees DATA and OUT "
+                        "under the same paths (srun --ntasks=1; env: this host), as Kaldi's queue.pl.")(func)
+    return click.option("--nj", type=click.IntRange(min=1), default=1, show_default=True,
+                        help="Jobs (local processes, or --job-cmd's; whole speakers each, balanced by "
+                        "frames) for the passes over the corpus; the results do not depend on it.")(func)
+
+
 def resolved_params(ctx: click.Context) -> dict[str, Any]:
     """The command's parameters as finally resolved (config file + command line + defaults)."""
     return {k: v for k, v in ctx.params.items() if k != "config"}

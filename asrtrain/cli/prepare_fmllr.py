@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from asrtrain.adapt.fmllr_config import FMLLR
-from asrtrain.cli.options import config_option, resolved_params
+from asrtrain.cli.options import adapt_jobs_options, config_option, resolved_params
 
 
 @click.command()
@@ -41,12 +41,7 @@ from asrtrain.cli.options import config_option, resolved_params
               "the adapted frames); 0: a speaker-independent GMM.")
 @click.option("--max-frames", type=click.IntRange(min=1000), default=FMLLR.max_frames, show_default=True,
               help="Frames (evenly subsampled) to train the GMM on.")
-@click.option("--nj", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Jobs (local processes, or --job-cmd's; whole speakers each, balanced by "
-              "frames) for the passes over the corpus; the results do not depend on it.")
-@click.option("--job-cmd", default=None, metavar="CMD",
-              help="Start each job with this command, on any host that sees DATA and OUT under "
-              "the same paths (srun --ntasks=1; env: this host), as Kaldi's queue.pl.")
+@adapt_jobs_options
 @click.pass_context
 def fmllr(ctx: click.Context, data: Path, out: Path, lda_dim: int, splice: int,
           gmm_components: int, gmm_iters: int, ali: Path | None, model: Path | None, iters: int,

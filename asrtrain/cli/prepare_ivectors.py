@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from asrtrain.cli.options import config_option, resolved_params
+from asrtrain.cli.options import adapt_jobs_options, config_option, resolved_params
 
 
 @click.command()
@@ -36,12 +36,7 @@ from asrtrain.cli.options import config_option, resolved_params
               default=None, help="Use this trained extractor (an OUT or OUT/extractor of a "
               "training run) instead of training one: for dev and test.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the initial T.")
-@click.option("--nj", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Jobs (local processes, or --job-cmd's; whole speakers each, balanced by "
-              "frames) for the passes over the corpus; the results do not depend on it.")
-@click.option("--job-cmd", default=None, metavar="CMD",
-              help="Start each job with this command, on any host that sees DATA and OUT under "
-              "the same paths (srun --ntasks=1; env: this host), as Kaldi's queue.pl.")
+@adapt_jobs_options
 @click.pass_context
 def ivectors(ctx: click.Context, data: Path, out: Path, ubm_components: int, dim: int,
              period: int, online: bool, iters: int, ubm_iters: int, max_frames: int,
