@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from asrtrain.train.step import autocast
+from asrtrain.train.validate import batch_logits
 
 log = logging.getLogger("asrtrain.train")
 
@@ -50,13 +50,9 @@ def mean_posterior(model: nn.Module, archive: Any, batch: int, device: torch.dev
     frames = 0
     with torch.no_grad():
         for start in spread_batches(archive.num_chunks, archive.chunk, batch, max_frames):
-            feats, targets = archive.read_chunks(start, min(start + batch, archive.num_chunks))
-            if columns is not None:
-                feats = feats[..., columns]
-            x = torch.as_tensor(feats).to(device=device, dtype=torch.float32)
-            real = torch.as_tensor(targets).to(device) >= 0   # padding has a negative target
-            with autocast(device, dtype):
-                logits = model(x)
+            logits, targets = batch_logits(model, archive, start, min(start + batch, archive.num_chunks),
+                                           device, dtype, columns)
+            real = targets >= 0   # padding has a negative target
             post = torch.softmax(logits.float(), dim=-1)[real].double().sum(0)
             total = post if total is None else total + post
             frames += int(real.sum())

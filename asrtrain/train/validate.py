@@ -82,6 +82,20 @@ def check_same_tree(valid: Archive, train: Archive, path: Path) -> None:
                          f"archive's of {name(ours)}: build both from one lang's alignments", path)
 
 
+def batch_logits(model: nn.Module, archive: Archive, start: int, stop: int, device: torch.device,
+                 dtype: torch.dtype | None, columns: list[int] | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's logits on chunks ``[start, stop)`` of the archive (its ``columns``, default
+    all) and their targets (int64; padding negative), both on ``device``."""
+    feats, targets = archive.read_chunks(start, stop)
+    if columns is not None:
+        feats = feats[..., columns]
+    x = torch.as_tensor(feats).to(device=device, dtype=torch.float32)
+    y = torch.as_tensor(targets).to(device=device, dtype=torch.int64)
+    with autocast(device, dtype):
+        return model(x), y
+
+
 def evaluate(model: nn.Module, archive: Archive, batch: int, device: torch.device,
              dtype: torch.dtype | None, rank: int = 0, world_size: int = 1,
              columns: list[int] | None = None) -> list[float]:
@@ -93,14 +107,9 @@ def evaluate(model: nn.Module, archive: Archive, batch: int, device: torch.devic
     starts = list(range(0, archive.num_chunks, batch))[rank::world_size]
     with torch.no_grad():
         for start in starts:
-            feats, targets = archive.read_chunks(start, min(start + batch, archive.num_chunks))
-            if columns is not None:
-                feats = feats[..., columns]
-            x = torch.as_tensor(feats).to(device=device, dtype=torch.float32)
-            y = torch.as_tensor(targets).to(device=device, dtype=torch.int64)
+            logits, y = batch_logits(model, archive, start, min(start + batch, archive.num_chunks),
+                                     device, dtype, columns)
             y[y < 0] = IGNORE_INDEX
-            with autocast(device, dtype):
-                logits = model(x)
             ls, n, c = frame_loss(logits, y)
             loss_sum, frames, correct = loss_sum + float(ls), frames + int(n), correct + int(c)
     model.train(was_training)
