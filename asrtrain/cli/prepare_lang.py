@@ -36,6 +36,11 @@ from asrtrain.lang.targets import TARGETS
 @click.option("--prune-ngrams", type=click.IntRange(min=1), default=None,
               help="Entropy-prune the first-pass LM to at most this many n-grams (all orders) "
                    "instead of giving a threshold.")
+@click.option("--exclude-text", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None,
+              help="A Kaldi text (utterance id, words) whose transcripts the LM must not learn: "
+                   "one copy of each is left out of LM_TEXT, counted in the log and "
+                   "lm_report.json. recipes/custom passes the dev set it held out of train.")
 @click.option("--states", type=click.IntRange(1, 5), default=3, show_default=True,
               help="HMM states per phone (left to right).")
 @click.option("--pron-min-count", type=click.IntRange(0), default=1, show_default=True,
@@ -49,8 +54,8 @@ from asrtrain.lang.targets import TARGETS
 @click.pass_context
 def lang(ctx: click.Context, dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order: int,
          num_pdfs: int, min_count: str, arpa: Path | None, prune_threshold: float | None,
-         prune_ngrams: int | None, states: int, pron_min_count: int, targets: str,
-         config: str | None) -> None:
+         prune_ngrams: int | None, exclude_text: Path | None, states: int, pron_min_count: int,
+         targets: str, config: str | None) -> None:
     """Build the lang directory and the decoding graph OUT/graph/HCLG.fst.
 
     DICT_DIR is a Kaldi dict dir (lexicon.txt, silence/nonsilence phones), LM_TEXT one
@@ -79,7 +84,7 @@ def lang(ctx: click.Context, dict_dir: Path, lm_text: Path, ali_dir: Path, out: 
         figures = prepare_lang(dict_dir, text, ali_dir, out, order=order, num_pdfs=num_pdfs,
                                min_count=min_count, states=states,
                                pron_min_count=pron_min_count, targets=targets, arpa=arpa,
-                               pruning=pruning)
+                               pruning=pruning, exclude_text=exclude_text)
     hclg = figures["sizes"]["HCLG"]
     ppl = figures.get("dev_perplexity")
     click.echo(f"{out}: {figures['words']} words ({figures.get('pron_variants', 0)} learned "

@@ -66,16 +66,17 @@ def lm_vocab(words: dict[str, int]) -> dict[str, int]:
 
 def build_lms(arpa: Path, out: Path, words: dict[str, int], lexicon_words: list[str],
               pruning: Pruning, dev: list[list[str]] | None = None,
-              first_arpa_written: bool = False) -> dict:
+              first_arpa_written: bool = False, text_figures: dict | None = None) -> dict:
     """Read ``arpa`` and write the lang dir's LMs (see the module doc); returns figures.
 
     ``first_arpa_written``: ``out/lm.arpa`` already holds the full model (estimated from
-    text) and no pruning is asked, so it is not written again.
+    text) and no pruning is asked, so it is not written again. ``text_figures``: what the
+    LM text's reading counted (lines left out), kept in the report.
     """
     t0 = time.time()
     trie, stats = read_trie(arpa, lm_vocab(words))
     names = {i: w for w, i in words.items()}
-    figures: dict = {"lm_order": trie.order, "ngrams_full": trie.counts(),
+    figures: dict = {**(text_figures or {}), "lm_order": trie.order, "ngrams_full": trie.counts(),
                      "arpa": stats.summary(), "read_s": round(time.time() - t0, 2)}
     _report_vocabulary(arpa, trie, stats, words, lexicon_words, figures)
     bos, eos = words[BOS], words[EOS]

@@ -73,19 +73,50 @@ def map_oov(sentences: list[list[str]], vocab: set[str], what: Path) -> tuple[li
     return mapped, n
 
 
+def leave_out(sentences: list[list[str]], lm_text: Path, exclude_text: Path) -> tuple[list[list[str]], dict]:
+    """``sentences`` less one copy of each transcript in ``exclude_text`` (a Kaldi text).
+
+    Why: a dev set held out of train by speakers keeps its transcripts in an LM text made
+    of the training transcripts, and an LM that has read dev's sentences makes dev's WER
+    flatter the LM weight it picks (speechocean762: all 160 dev sentences in the LM text,
+    4 of 500 test ones). One copy per utterance, so a sentence other speakers also read
+    stays as often as they read it. Words compare upper-cased.
+    """
+    wanted = Counter(tuple(w.upper() for w in words) for words in read_sentences(exclude_text, True))
+    if not wanted:
+        raise InputError("no transcripts to leave out of the LM text", exclude_text)
+    kept, found = [], 0
+    for words in sentences:
+        key = tuple(w.upper() for w in words)
+        if wanted[key] > 0:
+            wanted[key] -= 1
+            found += 1
+        else:
+            kept.append(words)
+    total = found + sum(wanted.values())
+    log.info("LM text %s: %d lines left out, the transcripts of %d of the %d utterances in %s "
+             "(%d not in the LM text)", lm_text, found, found, total, exclude_text, total - found)
+    return kept, {"lm_text_lines": len(sentences), "lm_lines_left_out": found, "exclude_text": str(exclude_text),
+                  "exclude_utterances": total}
+
+
 def prepare_lang(dict_dir: Path, lm_text: Path | None, ali_dir: Path, out: Path, order: int = 4,
                  num_pdfs: int = 2000, min_count: str | None = None, states: int = 3,
                  pron_min_count: int = 1, targets: str = "auto", arpa: Path | None = None,
-                 pruning: Pruning | None = None) -> dict:
+                 pruning: Pruning | None = None, exclude_text: Path | None = None) -> dict:
     """Build the whole lang directory and the graph; returns the figures it logged.
 
     The LM is estimated from ``lm_text``, or read from ``arpa`` (one of the two);
-    ``pruning`` cuts the first-pass LM that G and HCLG are built from.
+    ``pruning`` cuts the first-pass LM that G and HCLG are built from;
+    ``exclude_text`` (a Kaldi text) names transcripts the LM must not learn
+    (:func:`leave_out`).
     """
     t0 = time.time()
     pruning = pruning or Pruning()
     if (lm_text is None) == (arpa is None):
         raise ConfigError("give the LM as text (LM_TEXT) or as an ARPA file (--arpa), one of them")
+    if exclude_text is not None and lm_text is None:
+        raise ConfigError("--exclude-text leaves lines out of LM_TEXT: it cannot apply to an --arpa LM")
     parse_min_count(min_count, order)  # option errors before any work
     out.mkdir(parents=True, exist_ok=True)
     phones_txt = ali_dir / "phones.txt"
@@ -111,7 +142,7 @@ def prepare_lang(dict_dir: Path, lm_text: Path | None, ali_dir: Path, out: Path,
     figures.update(words=len(lex.words), prons=len(lex.prons), disambig=lex.num_disambig)
 
     figures.update(_language_models(lex.words, wtab, lm_text, arpa, ali_dir, out, order,
-                                    min_count, pruning))
+                                    min_count, pruning, exclude_text))
     g_path = out / "G.fst"
     _arpa_to_g(out / "lm.arpa", out / "words.txt", g_path)
 
@@ -157,14 +188,21 @@ def prepare_lang(dict_dir: Path, lm_text: Path | None, ali_dir: Path, out: Path,
 
 def _language_models(lex_words: list[str], wtab: dict[str, int], lm_text: Path | None,
                      arpa: Path | None, ali_dir: Path, out: Path, order: int,
-                     min_count: str | None, pruning: Pruning) -> dict:
+                     min_count: str | None, pruning: Pruning, exclude_text: Path | None = None) -> dict:
     """The full LM (estimated from text, or the user's ARPA) and the first pass: lm.arpa."""
     figures: dict = {}
+    text_figures: dict = {}  # kept in lm_report.json
     dev_text = ali_dir / "dev" / "text"
+    dev = read_sentences(dev_text, True, upper=lm_text is not None) if dev_text.exists() else None
     full_arpa = arpa
     if lm_text is not None:
-        sentences, figures["lm_oov_tokens"] = map_oov(read_sentences(lm_text, False),
-                                                      set(lex_words), lm_text)
+        sentences = read_sentences(lm_text, False)
+        if exclude_text is not None:
+            sentences, text_figures = leave_out(sentences, lm_text, exclude_text)
+        if dev:
+            text_figures["dev_sentences_in_lm_text"] = dev_in_text(dev, sentences, dev_text)
+        sentences, figures["lm_oov_tokens"] = map_oov(sentences, set(lex_words), lm_text)
+        text_figures["lm_oov_tokens"] = figures["lm_oov_tokens"]
         lm = estimate(sentences, order=order, vocab=lex_words, min_count=min_count)
         del sentences
         full_arpa = out / ("lm_full.arpa" if pruning.wanted else "lm.arpa")
@@ -175,14 +213,22 @@ def _language_models(lex_words: list[str], wtab: dict[str, int], lm_text: Path |
         del lm
     else:
         log.info("LM: %s (--order and --min-count apply to LM text only)", arpa)
-    dev = read_sentences(dev_text, True, upper=lm_text is not None) if dev_text.exists() else None
     assert full_arpa is not None
     got = build_lms(full_arpa, out, wtab, lex_words, pruning, dev,
-                    first_arpa_written=lm_text is not None and not pruning.wanted)
+                    first_arpa_written=lm_text is not None and not pruning.wanted, text_figures=text_figures)
     figures.update(got, ngrams=got["ngrams_full"])
     if "dev_perplexity_full" in got:
         figures["dev_perplexity"] = got["dev_perplexity_full"]
     return figures
+
+
+def dev_in_text(dev: list[list[str]], sentences: list[list[str]], dev_text: Path) -> float:
+    """The share of dev's transcripts that the LM text holds word for word, logged: near 1 where
+    the corpus' sentences repeat across speakers, or where the LM text holds dev's own lines."""
+    have = {tuple(w.upper() for w in words) for words in sentences}
+    share = sum(tuple(words) in have for words in dev) / len(dev)
+    log.info("LM text holds %.0f%% of the dev transcripts (%s) word for word", 100 * share, dev_text)
+    return round(share, 4)
 
 
 def add_learned_variants(lex, ali_dir: Path, train: list, min_count: int) -> int:

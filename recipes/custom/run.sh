@@ -11,7 +11,7 @@
 # on dev. The last line printed is the test set's WER at that setting.
 #
 # Without --dev, a few training speakers are held out as dev (deterministically; the log names
-# them). Without a test text, the test set is transcribed, not scored. Sizes left at 'auto'
+# them) and their transcripts are left out of the LM text (prepare lang --exclude-text). Without a test text, the test set is transcribed, not scored. Sizes left at 'auto'
 # follow the corpus (asrtrain prepare sizes; data/sizes.sh says what they became); any --name
 # value overrides one. --speed-perturb true trains on 0.9/1.0/1.1 copies (Kaldi's 3-way).
 #
@@ -71,7 +71,10 @@ local_setup() {
   fi
   # the data dirs the stages read: train (dev held out of it, then perturbed, as asked), dev, test
   base_train=$train dev_dir=$dev test_dir=$test
-  if [ -z "$dev" ]; then base_train=$data/train dev_dir=$data/dev; fi
+  if [ -z "$dev" ]; then   # dev held out of train: its transcripts leave the LM text too
+    base_train=$data/train dev_dir=$data/dev
+    lang_opts+=(--exclude-text "$dev_dir/text")
+  fi
   train_dir=$base_train
   if [ "$speed_perturb" = true ]; then train_dir=$data/train_sp; fi
   model=$exp/blstm
