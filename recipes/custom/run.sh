@@ -42,6 +42,7 @@ epochs=auto
 batch=auto
 base_batch=auto
 lr=auto
+lr_schedule=auto      # plateau below 20 h, the papers' anneal beyond (the sizes rule's)
 ubm_components=auto
 fmllr_gmm_components=auto
 ivector_dim=auto

@@ -170,7 +170,7 @@ if [ "$lattices" = true ]; then opts lattice_opt --lattice-beam:lattice_beam; la
 declare -i stage_start=$SECONDS
 took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_start=$SECONDS; }
 
-size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr
+size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr lr_schedule
             ubm_components fmllr_gmm_components ivector_dim lm_order"
 apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, from stage features)
   local name value

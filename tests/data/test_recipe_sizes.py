@@ -42,6 +42,8 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     assert [s["streams"] for s in sizes] == ["fmllr,logmel"] * 3 + ["fmllr,ivector,logmel"] * 2
     assert [s["fmllr_source"] for s in sizes] == ["sat"] * 3 + ["global"] * 2
     assert paper["streams"] == "fmllr,ivector,logmel" and demo["streams"] == "fmllr,logmel"
+    # Kaldi's plateau schedule below 20 h (measured on speechocean762), the papers' anneal beyond
+    assert [s["lr_schedule"] for s in sizes] == ["plateau"] * 3 + ["paper"] * 2
 
 
 def test_small_corpora_get_a_batch_that_leaves_enough_steps_an_epoch() -> None:
