@@ -81,7 +81,9 @@ graph_dir=${graph_dir-}             # empty: $lang/graph
 # lattices, SAT in two passes (fMLLR from the LDA+MLLT pass); auto: every rung of ali_stages
 gmm_rungs=${gmm_rungs-none}
 gmm_acwt=${gmm_acwt-0.0833}
-gmm_lmwt=${gmm_lmwt-6:18}
+# the weights scored from each rung's lattices (one search for the grid: wide is cheap);
+# speechocean762's SAT rung picked 27 on a dev whose sentences the LM had not read
+gmm_lmwt=${gmm_lmwt-6:30}
 gmm_beam=${gmm_beam-}
 # our lattice determinization slows down more with the lattice beam than Kaldi's
 # (speechocean762's monophones: 1.4 s for a 2.8 s utterance at max-active 2000 and lattice
