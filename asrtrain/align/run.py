@@ -51,6 +51,7 @@ class AlignJob:
     max_lost: float = 0.05
     reference: Path | None = None     # a corpus dir with exact phone.ctm/ali.scp to compare
     launch: Launch | None = None      # jobs on other hosts (--job-cmd); None: forkserver
+    held_out_sat_feats: bool = True   # fmllr/<split> of the held-out splits too (transcript-free)
 
 
 @dataclass
@@ -138,9 +139,12 @@ def _align_all(job: AlignJob, lex: Lexicon, workers: Workers | None) -> dict[str
             _align_split(job, split, rungs, jobs, names, ref, report)
     if rungs[-1].name == "sat" and pdf_frames is not None:
         clock = Clock()
-        report["sat_fmllr"] = write_sat_features(job.out / "fmllr", rungs[-1], splits, train,
+        wanted = splits if job.held_out_sat_feats else {train.name: train}
+        if not job.held_out_sat_feats:
+            log.info("SAT features of train only (--no-held-out-sat-feats)")
+        report["sat_fmllr"] = write_sat_features(job.out / "fmllr", rungs[-1], wanted, train,
                                                  pdf_frames, cfg.nj, workers)
-        report["sat_fmllr_time"] = clock.figures(sum(s.hours() for s in splits.values()))
+        report["sat_fmllr_time"] = clock.figures(sum(s.hours() for s in wanted.values()))
     write_text(job.out / "report.json", json.dumps(report, indent=1) + "\n")
     return report
 

@@ -75,13 +75,19 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--reference", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="A corpus dir with exact alignments ({split}/phone.ctm, "
               "ali.scp): report.json then says how close each rung's alignments are.")
+@click.option("--held-out-sat-feats/--no-held-out-sat-feats", default=True, show_default=True,
+              help="Also write fmllr/<split> of the --split dirs: SAT features with each speaker's "
+                   "transform estimated without a transcript against every Gaussian of the SAT "
+                   "model (about 760 CPU-seconds a held-out hour). The recipes that adapt dev and "
+                   "test from the SAT first pass do not read them and pass --no-held-out-sat-feats.")
 @click.pass_context
 def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tuple[str, ...],
           stages: str, oov: str | None, phones: Path | None, mono_gauss: int, mono_iters: int,
           mono_utts: int,
           leaves: int, gauss: int, iters: int, beam: float, retry_beam: float, last_beam: float,
           max_lost: float, nj: int, job_cmd: str | None, listen: str | None,
-          connect_timeout: float, reference: Path | None, config: str | None) -> None:
+          connect_timeout: float, reference: Path | None, held_out_sat_feats: bool,
+          config: str | None) -> None:
     """Align TRAIN (and the --split dirs) from nothing: flat-start monophones, triphones,
     LDA+MLLT, SAT, each rung realigning the data for the next.
 
@@ -114,7 +120,7 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
                                    last_beam=last_beam), nj=nj)
     launch = None if job_cmd is None else Launch(job_cmd, out, listen, connect_timeout)
     job = AlignJob(dict_dir, out, named, cfg, oov=oov, phones=phones, max_lost=max_lost,
-                   reference=reference, launch=launch)
+                   reference=reference, launch=launch, held_out_sat_feats=held_out_sat_feats)
     check_out_path(out)   # before the log dir exists
     with command_run("prepare-align", out, resolved_params(ctx)):
         report = prepare_align(job)

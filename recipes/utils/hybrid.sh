@@ -137,6 +137,11 @@ opts() {
 }
 in_list() { [[ " ${*:2} " == *" $1 "* ]]; }
 has_stream() { [[ ",$streams," == *",$1,"* ]]; }
+held_out_sat_wanted() {   # the aligner's transcript-free SAT fMLLR of dev/test: read only by an
+  # fMLLR stream from the SAT model when no SAT first pass adapts dev and test (stream_scp)
+  if [ "$streams" = auto ] || [ "$fmllr_source" = auto ]; then return 0; fi
+  has_stream fmllr && [ "$fmllr_source" = sat ] && [[ ",$gmm_rungs," != *",sat,"* ]]
+}
 split_dir() { local v=${1}_dir; echo "${!v:-$data/$1}"; }   # a split's Kaldi data dir
 text_of() { local v=${1}_text; echo "${!v:-$(split_dir "$1")/text}"; }   # its reference
 has_text() { [ -s "$(text_of "$1")" ]; }
@@ -232,6 +237,7 @@ hybrid_align() {
   echo "=== stage $1: alignments from nothing ($ali_stages: $ali_leaves leaves, $ali_gauss Gaussians) of train and ${ali_splits:-no other split}"
   local s o=() split_opt=()
   for s in $ali_splits; do split_opt+=(--split "$s=$data/mfcc/$s"); done
+  if [ -n "$ali_splits" ] && ! held_out_sat_wanted; then split_opt+=(--no-held-out-sat-feats); fi
   opts o --mono-gauss:ali_mono_gauss --mono-iters:mono_iters --mono-utts:mono_utts \
     --leaves:ali_leaves --gauss:ali_gauss --iters:ali_iters --max-lost:ali_max_lost --nj:ali_nj \
     --job-cmd:ali_job_cmd
