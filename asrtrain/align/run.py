@@ -139,9 +139,10 @@ def _align_all(job: AlignJob, lex: Lexicon, workers: Workers | None) -> dict[str
             _align_split(job, split, rungs, jobs, names, ref, report)
     if rungs[-1].name == "sat" and pdf_frames is not None:
         clock = Clock()
-        wanted = splits if job.held_out_sat_feats else {train.name: train}
+        wanted = splits
         if not job.held_out_sat_feats:
             log.info("SAT features of train only (--no-held-out-sat-feats)")
+            wanted = {train.name: train}
         report["sat_fmllr"] = write_sat_features(job.out / "fmllr", rungs[-1], wanted, train,
                                                  pdf_frames, cfg.nj, workers)
         report["sat_fmllr_time"] = clock.figures(sum(s.hours() for s in wanted.values()))

@@ -78,8 +78,8 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--held-out-sat-feats/--no-held-out-sat-feats", default=True, show_default=True,
               help="Also write fmllr/<split> of the --split dirs: SAT features with each speaker's "
                    "transform estimated without a transcript against every Gaussian of the SAT "
-                   "model (about 760 CPU-seconds a held-out hour). The recipes that adapt dev and "
-                   "test from the SAT first pass do not read them and pass --no-held-out-sat-feats.")
+                   "model (about 760 CPU-seconds a held-out hour). The recipes adapt dev and test "
+                   "from the SAT first pass instead and pass --no-held-out-sat-feats.")
 @click.pass_context
 def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tuple[str, ...],
           stages: str, oov: str | None, phones: Path | None, mono_gauss: int, mono_iters: int,

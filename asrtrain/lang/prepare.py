@@ -73,6 +73,11 @@ def map_oov(sentences: list[list[str]], vocab: set[str], what: Path) -> tuple[li
     return mapped, n
 
 
+def _key(words: list[str]) -> tuple[str, ...]:
+    """A sentence as the LM text and a Kaldi text are compared: its words, upper-cased."""
+    return tuple(w.upper() for w in words)
+
+
 def leave_out(sentences: list[list[str]], lm_text: Path, exclude_text: Path) -> tuple[list[list[str]], dict]:
     """``sentences`` less one copy of each transcript in ``exclude_text`` (a Kaldi text).
 
@@ -82,12 +87,12 @@ def leave_out(sentences: list[list[str]], lm_text: Path, exclude_text: Path) -> 
     4 of 500 test ones). One copy per utterance, so a sentence other speakers also read
     stays as often as they read it. Words compare upper-cased.
     """
-    wanted = Counter(tuple(w.upper() for w in words) for words in read_sentences(exclude_text, True))
+    wanted = Counter(_key(words) for words in read_sentences(exclude_text, True))
     if not wanted:
         raise InputError("no transcripts to leave out of the LM text", exclude_text)
     kept, found = [], 0
     for words in sentences:
-        key = tuple(w.upper() for w in words)
+        key = _key(words)
         if wanted[key] > 0:
             wanted[key] -= 1
             found += 1
@@ -201,8 +206,7 @@ def _language_models(lex_words: list[str], wtab: dict[str, int], lm_text: Path |
             sentences, text_figures = leave_out(sentences, lm_text, exclude_text)
         if dev:
             text_figures["dev_sentences_in_lm_text"] = dev_in_text(dev, sentences, dev_text)
-        sentences, figures["lm_oov_tokens"] = map_oov(sentences, set(lex_words), lm_text)
-        text_figures["lm_oov_tokens"] = figures["lm_oov_tokens"]
+        sentences, text_figures["lm_oov_tokens"] = map_oov(sentences, set(lex_words), lm_text)
         lm = estimate(sentences, order=order, vocab=lex_words, min_count=min_count)
         del sentences
         full_arpa = out / ("lm_full.arpa" if pruning.wanted else "lm.arpa")
@@ -225,8 +229,8 @@ def _language_models(lex_words: list[str], wtab: dict[str, int], lm_text: Path |
 def dev_in_text(dev: list[list[str]], sentences: list[list[str]], dev_text: Path) -> float:
     """The share of dev's transcripts that the LM text holds word for word, logged: near 1 where
     the corpus' sentences repeat across speakers, or where the LM text holds dev's own lines."""
-    have = {tuple(w.upper() for w in words) for words in sentences}
-    share = sum(tuple(words) in have for words in dev) / len(dev)
+    have = {_key(words) for words in sentences}
+    share = sum(_key(words) in have for words in dev) / len(dev)
     log.info("LM text holds %.0f%% of the dev transcripts (%s) word for word", 100 * share, dev_text)
     return round(share, 4)
 

@@ -11,8 +11,9 @@
 # on dev. The last line printed is the test set's WER at that setting.
 #
 # Without --dev, a few training speakers are held out as dev (deterministically; the log names
-# them) and their transcripts are left out of the LM text (prepare lang --exclude-text). Without a test text, the test set is transcribed, not scored. Sizes left at 'auto'
-# follow the corpus (asrtrain prepare sizes; data/sizes.sh says what they became); any --name
+# them) and their transcripts are left out of the LM text (prepare lang --exclude-text).
+# Without a test text, the test set is transcribed, not scored. Sizes left at 'auto' follow
+# the corpus (asrtrain prepare sizes; data/sizes.sh says what they became); any --name
 # value overrides one. --speed-perturb true trains on 0.9/1.0/1.1 copies (Kaldi's 3-way).
 #
 # Stages: 0 data dirs, 1 features and sizes, 2 alignments, 3 i-vectors and fMLLR,

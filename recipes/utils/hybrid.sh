@@ -137,11 +137,6 @@ opts() {
 }
 in_list() { [[ " ${*:2} " == *" $1 "* ]]; }
 has_stream() { [[ ",$streams," == *",$1,"* ]]; }
-held_out_sat_wanted() {   # the aligner's transcript-free SAT fMLLR of dev/test: read only by an
-  # fMLLR stream from the SAT model when no SAT first pass adapts dev and test (stream_scp)
-  if [ "$streams" = auto ] || [ "$fmllr_source" = auto ]; then return 0; fi
-  has_stream fmllr && [ "$fmllr_source" = sat ] && [[ ",$gmm_rungs," != *",sat,"* ]]
-}
 split_dir() { local v=${1}_dir; echo "${!v:-$data/$1}"; }   # a split's Kaldi data dir
 text_of() { local v=${1}_text; echo "${!v:-$(split_dir "$1")/text}"; }   # its reference
 has_text() { [ -s "$(text_of "$1")" ]; }
@@ -237,7 +232,9 @@ hybrid_align() {
   echo "=== stage $1: alignments from nothing ($ali_stages: $ali_leaves leaves, $ali_gauss Gaussians) of train and ${ali_splits:-no other split}"
   local s o=() split_opt=()
   for s in $ali_splits; do split_opt+=(--split "$s=$data/mfcc/$s"); done
-  if [ -n "$ali_splits" ] && ! held_out_sat_wanted; then split_opt+=(--no-held-out-sat-feats); fi
+  # dev's and test's SAT fMLLR stream comes from the SAT rung's first pass (check_sat_source), never
+  # from the aligner's transcript-free estimate: it is not written
+  if [ -n "$ali_splits" ]; then split_opt+=(--no-held-out-sat-feats); fi
   opts o --mono-gauss:ali_mono_gauss --mono-iters:mono_iters --mono-utts:mono_utts \
     --leaves:ali_leaves --gauss:ali_gauss --iters:ali_iters --max-lost:ali_max_lost --nj:ali_nj \
     --job-cmd:ali_job_cmd
@@ -315,7 +312,7 @@ stream_scp() {   # stream_scp NAME SPLIT: a recipe's own ${split}_${name}_scp (s
   case "$1" in
     ivector) echo "$exp/ivectors/$2/ivectors.scp" ;;
     fmllr) if [ "$fmllr_source" = global ]; then echo "$fmllr_dir/$2/feats.scp"
-           elif [ "$2" = train ] || [[ ",$gmm_rungs," != *",sat,"* ]]; then echo "$ali/fmllr/$2/feats.scp"
+           elif [ "$2" = train ]; then echo "$ali/fmllr/train/feats.scp"   # the SAT rung's own transforms
            else echo "$exp/fmllr_sat/$2/feats.scp"; fi ;;
     pdf_ali) if [ "$2" = train ] || in_list "$2" $ali_splits; then echo "$lang/pdf_ali/$2.scp"; fi ;;
   esac
