@@ -17,7 +17,8 @@ import click
 def sizes(feats_dir: Path, lm_text: Path | None, chunk: int | None) -> None:
     """Print name=value lines of the sizes that suit the training features FEATS_DIR
     (its utt2num_frames): alignment ladder, tree, BLSTM, epochs, adaptation, LM order, and
-    the network's input streams with the source of its fMLLR stream (SAT below 20 h).
+    the network's input streams with the source of its fMLLR stream (SAT below 20 h); and
+    the learners (strategy, nproc) for this machine's GPUs.
 
     The rule and its anchors are in asrtrain/data/sizes.py; recipes/custom sources the
     output for every size left at 'auto'.
@@ -26,6 +27,7 @@ def sizes(feats_dir: Path, lm_text: Path | None, chunk: int | None) -> None:
         CHUNK_FRAMES,
         count_frames,
         count_tokens,
+        learners_for,
         recipe_sizes,
         shell_lines,
     )
@@ -35,3 +37,13 @@ def sizes(feats_dir: Path, lm_text: Path | None, chunk: int | None) -> None:
     click.echo(f"# {frames / 360000:.3f} h of distinct speech in {utts} recordings of {feats_dir}"
                + (f"; LM text {tokens} words" if tokens is not None else ""))
     click.echo(shell_lines(recipe_sizes(frames, tokens, chunk or CHUNK_FRAMES)), nl=False)
+    gpus = _gpus()
+    click.echo(f"# learners for this machine ({gpus} GPUs)")
+    click.echo(shell_lines(learners_for(gpus)), nl=False)
+
+
+def _gpus() -> int:
+    """The GPUs torch sees here (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

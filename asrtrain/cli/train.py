@@ -132,6 +132,10 @@ def _show(title: str, plan: dict[str, Any]) -> None:
                    "model's mean posterior over training frames, as Kaldi's nnet3 recipes adjust them; "
                    "lower dev WER on speechocean762 for all four models tried) or counts (the "
                    "alignments' pdf frequencies).")
+@click.option("--context", type=click.IntRange(min=0), default=_t("context"), show_default=True,
+              help="Frames of each neighbouring chunk of the same utterance a 21-frame chunk is given on "
+                   "either side (Kaldi's chunk left/right context); the loss counts the chunk's own frames, "
+                   "and decoding gives the model the same context. Costs (chunk + 2 x context) / chunk.")
 @click.option("--momentum", type=float, default=_t("momentum"), show_default=True)
 @click.option("--nesterov/--no-nesterov", default=_t("nesterov"), show_default=True)
 @click.option("--weight-decay", type=float, default=_t("weight_decay"), show_default=True)

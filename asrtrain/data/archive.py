@@ -231,6 +231,15 @@ class Archive:
                             idx["num_frames"][...].tolist(), strict=True))
         return self._cached("utterances", read)
 
+    @property
+    def utterance_starts(self) -> np.ndarray:
+        """bool per chunk: whether it begins an utterance (context never reaches across one)."""
+        def make() -> np.ndarray:
+            starts = np.zeros(self.num_chunks, dtype=bool)
+            starts[[f for _, f, n, _ in self.utterances if n]] = True
+            return starts
+        return self._cached("utterance_starts", make)
+
     def _position(self) -> dict[str, tuple[int, int, int]]:
         return self._cached("position", lambda: {u: (f, n, t) for u, f, n, t in self.utterances})
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from asrtrain.core.errors import ConfigError
 from asrtrain.data.archive import PAD_TARGET
+from asrtrain.data.context import with_context
 from asrtrain.data.shards import open_archive
 
 #: Target value on padded frames (``torch.nn.CrossEntropyLoss``'s default ignore index).
@@ -65,19 +66,21 @@ def real_frames(y: Any) -> int:
 
 
 class ChunkLoader:
-    """Batches ``(x [B, chunk, D] as stored (float16), y int64 [B, chunk])`` of one archive
-    (``columns``: only those of its D, in that order)."""
+    """Batches ``(x [B, chunk + 2·context, D] as stored (float16), y int64 [B, chunk + 2·context])``
+    of one archive (``columns``: only those of its D, in that order; the context frames' targets
+    ``IGNORE_INDEX``)."""
 
     def __init__(self, archive_path: str | os.PathLike[str], batch_size: int = 256,
                  block_chunks: int = 1024, seed: int = 0, rank: int = 0, world_size: int = 1,
                  prefetch: int = 4, shuffle: bool = True, pin_memory: bool | None = None,
-                 columns: list[int] | None = None) -> None:
+                 columns: list[int] | None = None, context: int = 0) -> None:
         if batch_size < 1 or block_chunks < 1:
             raise ConfigError(f"batch_size ({batch_size}) and block_chunks ({block_chunks}) "
                               "must be positive")
         if not 0 <= rank < world_size:
             raise ConfigError(f"rank {rank} outside [0, {world_size})")
-        self.archive = open_archive(archive_path)
+        #: ``context`` > 0: each chunk with that many frames of its neighbours each side (data/context.py)
+        self.archive = with_context(open_archive(archive_path), context)
         self.batch_size = batch_size
         self.block_chunks = block_chunks
         self.seed = seed

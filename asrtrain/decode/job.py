@@ -56,6 +56,7 @@ class DecodeConfig:
     first_pass: Path | None = None    # a GMM's first-pass decode: speaker transforms from it
     first_pass_lmwt: float | None = None  # its best path's LM weight (default 1/acwt)
     transforms: Path | None = None    # speaker fMLLR transforms (trans.scp) for a GMM
+    context: int | None = None        # a network's context frames (None: loglikes.decode_context)
 
 
 def make_scorer(cfg: DecodeConfig, num_pdfs: int | None, tmap: Any = None):
@@ -78,7 +79,7 @@ def make_scorer(cfg: DecodeConfig, num_pdfs: int | None, tmap: Any = None):
     if cfg.first_pass is not None or cfg.transforms is not None:
         raise ConfigError("--first-pass and --transforms adapt a GMM (DATA a features dir), "
                           "not a network")
-    return ModelScorer(cfg.model, cfg.data, num_pdfs)
+    return ModelScorer(cfg.model, cfg.data, num_pdfs, cfg.context)
 
 
 def open_inputs(cfg: DecodeConfig) -> tuple[GraphInfo, Any, Any]:

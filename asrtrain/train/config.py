@@ -80,6 +80,7 @@ class TrainConfig:
     streams: str | None = None       # comma list of the archive's streams the model reads (None: all of them)
     spec_augment: str | None = None  # SpecAugment masks of training batches, "F=2,f=8,T=2,t=5" (None: off)
     priors: str = "posterior"        # final.pt's state priors: the model's mean posterior, or the pdf counts
+    context: int = 0                 # frames of each neighbouring chunk a chunk is given (its loss: its own frames)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "archive", Path(self.archive))
@@ -118,6 +119,7 @@ class TrainConfig:
              "--lr-schedule plateau needs --valid: it halves the rate when the held-out loss stops improving"),
             (0 <= self.plateau_threshold < 1,
              f"--plateau-threshold must be in [0, 1), got {self.plateau_threshold}"),
+            (self.context >= 0, f"--context must be >= 0, got {self.context}"),
             (self.plateau_stop is None or self.plateau_stop >= 0,
              f"--plateau-stop must be >= 0, got {self.plateau_stop}"),
         ]

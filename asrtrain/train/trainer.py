@@ -39,6 +39,7 @@ import torch
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import AsrtrainError, Preempted
 from asrtrain.data.archive import Archive
+from asrtrain.data.context import check_context, with_context
 from asrtrain.data.loader import ChunkLoader
 from asrtrain.data.streams import InputSelection, select_streams
 from asrtrain.distributed.base import Strategy
@@ -99,7 +100,8 @@ class Trainer:
         self.input = select_streams(self.archive, cfg.stream_names)  # the columns the model reads
         self.cfg = cfg.with_archive_dims(self.input.dim, archive_dims(self.archive)[1])
         held = open_held_out(cfg.valid, self.archive, self.input)
-        self.valid: Archive | None = held[0] if held else None
+        check_context(cfg.context, self.archive.chunk)
+        self.valid: Archive | None = with_context(held[0], cfg.context) if held else None
         self.valid_input: InputSelection | None = held[1] if held else None  # the same streams in it
         self.device = torch.device(self.strategy.device)
         self.dtype = autocast_dtype(self.cfg.precision, self.device)
@@ -122,7 +124,8 @@ class Trainer:
         loader_opts: dict[str, Any] = {k: v for k, v in (("block_chunks", self.cfg.block_chunks),
                                                          ("prefetch", self.cfg.prefetch)) if v is not None}
         self.loader = ChunkLoader(self.cfg.archive, self.cfg.per_learner_batch(self.strategy.world_size),
-                                  seed=self.cfg.seed, columns=self.input.index, **loader_opts)
+                                  seed=self.cfg.seed, columns=self.input.index, context=self.cfg.context,
+                                  **loader_opts)
         self.step, self.start_epoch = 0, 1
         self.history: list[dict[str, Any]] = []
         self.last_good: Path | None = None
@@ -361,8 +364,8 @@ class Trainer:
         counts = self.archive.priors
         if self.cfg.priors == "counts" or counts is None:
             return counts, {"source": "counts"}
-        mean, frames = mean_posterior(model, self.archive, self.cfg.valid_batch, self.device, self.dtype,
-                                      self.input.index)
+        mean, frames = mean_posterior(model, with_context(self.archive, self.cfg.context), self.cfg.valid_batch,
+                                      self.device, self.dtype, self.input.index)
         log.info("priors: the model's mean posterior over %d training frames (%s)", frames,
                  describe_shift(mean, np.asarray(counts, dtype=np.float64) / float(np.sum(counts))))
         return mean, {"source": "posterior", "frames": frames}

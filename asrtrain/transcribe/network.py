@@ -1,8 +1,8 @@
 """The network's scores for the search: log posterior − log prior, on CPU or GPU.
 
-The same computation as ``decode/loglikes.ModelScorer`` (the archive's 21-frame chunks of
-an utterance in one batch, padding cut afterwards), with the model loaded once for many
-recordings and moved to a GPU when there is one.
+The same computation as ``decode/loglikes.ModelScorer`` (``network_scores``: an utterance's
+chunks with their context in one batch, padding cut afterwards), with the model loaded once
+for many recordings and moved to a GPU when there is one.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ def pick_device(device: str | None) -> Any:
 class Network:
     """A ``final.pt`` ready to score archives of the model's input."""
 
-    def __init__(self, path: Path, num_pdfs: int, device: str | None = None) -> None:
+    def __init__(self, path: Path, num_pdfs: int, device: str | None = None,
+                 context: int | None = None) -> None:
         import torch
 
-        from asrtrain.decode.loglikes import log_priors
+        from asrtrain.decode.loglikes import decode_context, log_priors
         from asrtrain.model.io import load_final
 
         self.final = load_final(path)
@@ -42,12 +43,12 @@ class Network:
         self.num_pdfs = num_pdfs
         prior = log_priors(self.final.priors, num_pdfs, path)
         self.log_prior = torch.from_numpy(prior).to(self.device)
+        self.context = decode_context(self.final.meta, context)
 
     def scorer(self, archive: Any) -> Any:
         """A function utt → scores [frames, pdfs] over ``archive`` (an open Archive)."""
-        import torch
-
         from asrtrain.data.streams import model_input
+        from asrtrain.decode.loglikes import network_scores
 
         selection = model_input(self.final.meta, archive)
         if selection.dim != self.final.config.input_dim:
@@ -56,14 +57,7 @@ class Network:
         where = {u: (f, n, t) for u, f, n, t in archive.utterances}
 
         def score(utt: str) -> np.ndarray:
-            first, count, frames = where[utt]
-            feats, _ = archive.read_chunks(first, first + count)
-            feats = selection.take(feats)
-            with torch.inference_mode():
-                x = torch.from_numpy(feats.astype(np.float32)).to(self.device)
-                logits = self.model(x)
-                scores = torch.log_softmax(logits.float(), dim=-1).reshape(-1, self.num_pdfs)
-                scores = scores[:frames] - self.log_prior
-            return scores.cpu().numpy()
+            return network_scores(self.model, archive, selection, where[utt], self.log_prior, self.context,
+                                  self.device).cpu().numpy()
 
         return score

@@ -55,6 +55,8 @@ ivector_iters=4
 warmup_epochs=1
 select=best
 gmm_rungs=auto        # the GMM rungs decoded in stage 4 (none: no baselines)
+strategy=auto         # the learners: auto = for this machine (one learner on CPUs or one GPU, SSGD
+nproc=auto            #   over a machine's GPUs; asrtrain/data/sizes.py learners_for); a cluster sets both
 
 local_setup() {
   local opt

@@ -165,15 +165,13 @@ if [ "$gmm_rungs" = auto ]; then gmm_rungs=$ali_stages; elif [ "$gmm_rungs" = no
 test_split=${splits##* }
 decode_splits=${decode_splits:-${splits#train }}
 pick_split=; if in_list dev $decode_splits; then pick_split=dev; fi
-group_opt=()   # super-learners exist only in H-ADPSGD
-if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
 lattice_opt=()
 if [ "$lattices" = true ]; then opts lattice_opt --lattice-beam:lattice_beam; lattice_opt=(--lattices "${lattice_opt[@]}"); fi
 declare -i stage_start=$SECONDS
 took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_start=$SECONDS; }
 
 size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr lr_schedule
-            ubm_components fmllr_gmm_components ivector_dim lm_order"
+            ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc"
 apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, from stage features)
   local name value
   if [ -f "$data/sizes.sh" ]; then
@@ -350,6 +348,8 @@ hybrid_train() {
     --base-batch:base_batch --lr:lr --warmup-epochs:warmup_epochs --anneal:anneal \
     --lr-schedule:lr_schedule --select:select --dropout:dropout --spec-augment:spec_augment \
     --topology:topology
+  local group_opt=()   # super-learners exist only in H-ADPSGD
+  if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
   done_or_run train "$model" \
     $train_cmd --nproc "$nproc" "$model/log/run.log" \
       asrtrain train "$archives/train.h5" "$model" --valid "$archives/$valid_split.h5" \

@@ -13,6 +13,7 @@ from asrtrain.data.sizes import (
     MIN_BATCH,
     MIN_STEPS_PER_EPOCH,
     count_frames,
+    learners_for,
     recipe_sizes,
     shell_lines,
 )
@@ -84,3 +85,22 @@ def test_frames_come_from_utt2num_frames_and_bad_lines_are_named(tmp_path: Path)
     with pytest.raises(InputError, match="no training frames"):
         recipe_sizes(0)
     assert shell_lines({"a": 1, "lr": 0.5}) == "a=1\nlr=0.5\n"
+
+
+def test_learners_one_on_cpus_or_one_gpu_ssgd_over_several() -> None:
+    assert learners_for(0) == learners_for(1) == {"strategy": "single", "nproc": 1}
+    assert learners_for(8) == {"strategy": "ssgd", "nproc": 8}
+
+
+def test_prepare_sizes_prints_lines_a_recipe_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from asrtrain.cli import prepare_sizes
+    from asrtrain.cli.main import cli
+
+    monkeypatch.setattr(prepare_sizes, "_gpus", lambda: 0)   # the learners for a machine without GPUs
+    (tmp_path / "utt2num_frames").write_text("".join(f"u{i} 1000\n" for i in range(400)))
+    out = CliRunner().invoke(cli, ["prepare", "sizes", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    values = dict(line.split("=", 1) for line in out.output.splitlines() if line and not line.startswith("#"))
+    assert values["batch"] == "16" and values["base_batch"] == "128" and values["strategy"] == "single"

@@ -17,6 +17,7 @@ from asrtrain.cli.main import cli
 from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.data.archive import Archive
 from asrtrain.data.archive_writer import write_archive
+from asrtrain.data.context import read_with_context
 from asrtrain.data.fuse import Stream
 from asrtrain.data.loader import ChunkLoader, Piece
 from asrtrain.data.shard_writer import write_manifest, write_sharded
@@ -54,6 +55,11 @@ def test_the_index_and_header_are_one_archives(pair: tuple[Path, Path, dict]) ->
         for a, b in zip(one.read_utterance(utt), five.read_utterance(utt), strict=True):
             np.testing.assert_array_equal(a, b)
     assert pickle.loads(pickle.dumps(five)).utterances == one.utterances
+    # chunks with their neighbours' frames (--context) read across shard boundaries as from one file
+    np.testing.assert_array_equal(five.utterance_starts, one.utterance_starts)
+    for a, b in zip(read_with_context(one, 0, one.num_chunks, 3), read_with_context(five, 0, five.num_chunks, 3),
+                    strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("block_chunks", [8, 50])
