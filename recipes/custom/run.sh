@@ -44,6 +44,7 @@ batch=auto
 base_batch=auto
 lr=auto
 lr_schedule=auto      # plateau below 20 h, the papers' anneal beyond (the sizes rule's)
+plateau_stop=auto     # with plateau: end at the first plateau after 3 halvings (the sizes rule's)
 ubm_components=auto
 fmllr_gmm_components=auto
 ivector_dim=auto

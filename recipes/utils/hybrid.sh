@@ -103,6 +103,7 @@ lr=${lr-}
 warmup_epochs=${warmup_epochs-}
 anneal=${anneal-}
 lr_schedule=${lr_schedule-}
+plateau_stop=${plateau_stop-}       # with plateau: stop at a plateau after this many halvings (empty: never)
 select=${select-}                   # final.pt: best (held-out loss), last, average:N
 dropout=${dropout-}
 spec_augment=${spec_augment-}
@@ -171,7 +172,7 @@ declare -i stage_start=$SECONDS
 took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_start=$SECONDS; }
 
 size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr lr_schedule
-            ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc"
+            ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc plateau_stop"
 apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, from stage features)
   local name value
   if [ -f "$data/sizes.sh" ]; then
@@ -346,7 +347,7 @@ hybrid_train() {
   local o=()
   opts o --hidden:hidden --layers:layers --proj:proj --epochs:epochs --batch:batch \
     --base-batch:base_batch --lr:lr --warmup-epochs:warmup_epochs --anneal:anneal \
-    --lr-schedule:lr_schedule --select:select --dropout:dropout --spec-augment:spec_augment \
+    --lr-schedule:lr_schedule --plateau-stop:plateau_stop --select:select --dropout:dropout --spec-augment:spec_augment \
     --topology:topology
   local group_opt=()   # super-learners exist only in H-ADPSGD
   if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi

@@ -45,6 +45,7 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     assert paper["streams"] == "fmllr,ivector,logmel" and demo["streams"] == "fmllr,logmel"
     # Kaldi's plateau schedule below 20 h (measured on speechocean762), the papers' anneal beyond
     assert [s["lr_schedule"] for s in sizes] == ["plateau"] * 3 + ["paper"] * 2
+    assert [s["plateau_stop"] for s in sizes] == [3] * 3 + [""] * 2   # early stopping with the plateau only
 
 
 def test_small_corpora_get_a_batch_that_leaves_enough_steps_an_epoch() -> None:

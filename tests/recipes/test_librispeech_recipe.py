@@ -29,7 +29,7 @@ STEPS = ["lhotse-train-clean-100", "kaldi-train", "lhotse-dev-clean", "kaldi-dev
          "kaldi-test", "dict", "lm-text", "logmel-train", "mfcc-train", "logmel-dev", "mfcc-dev",
          "logmel-test", "mfcc-test", "align", "ivectors-train", "fmllr-train", "ivectors-dev", "fmllr-dev",
          "ivectors-test", "fmllr-test", "lang", "archive-train", "archive-dev", "archive-test", "train",
-         "decode-dev", "decode-test"]
+         "decode-dev", "decode-test", "export"]
 
 needs_fixture = pytest.mark.needs(missing_tools() and f"no fixture: {missing_tools()}")
 
