@@ -19,9 +19,7 @@ from typing import Any
 import numpy as np
 
 from asrtrain.core.errors import ConfigError
-from asrtrain.data.archive import PAD_TARGET
-
-Chunks = tuple[np.ndarray, "np.ndarray | None"]
+from asrtrain.data.archive import PAD_TARGET, Chunks
 
 
 def check_context(context: int, chunk: int) -> None:
@@ -77,6 +75,7 @@ class ContextView:
         return getattr(self._archive, name)
 
     def read_chunks(self, start: int, stop: int, out: Any = None) -> Chunks:
+        """As :func:`read_with_context` (``out``, the archive's buffer of bare chunks, is not used)."""
         return read_with_context(self._archive, start, stop, self.context)
 
     def __repr__(self) -> str:

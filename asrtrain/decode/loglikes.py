@@ -106,10 +106,10 @@ def network_scores(model: Any, archive: Any, selection: Any, span: tuple[int, in
     from asrtrain.data.context import middle, read_with_context
 
     first, count, frames = span
-    feats, _ = read_with_context(archive, first, first + count, min(context, archive.chunk))
+    feats, _ = read_with_context(archive, first, first + count, context)
     x = torch.from_numpy(selection.take(feats).astype(np.float32))
     with torch.inference_mode():
-        logits = middle(model(x if device is None else x.to(device)), min(context, archive.chunk))
+        logits = middle(model(x if device is None else x.to(device)), context)
         scores = torch.log_softmax(logits.float(), dim=-1).reshape(-1, logits.shape[-1])[:frames]
         return scores - log_prior
 
@@ -121,6 +121,7 @@ class ModelScorer:
                  context: int | None = None) -> None:
         import torch
 
+        from asrtrain.data.context import check_context
         from asrtrain.data.shards import open_archive
         from asrtrain.data.streams import model_input
         from asrtrain.model.io import load_final
@@ -142,6 +143,7 @@ class ModelScorer:
         self.log_prior = torch.from_numpy(log_priors(self.final.priors, num_pdfs, model_path))
         self.num_pdfs = num_pdfs
         self.context = decode_context(self.final.meta, context)
+        check_context(self.context, self.archive.chunk)
         self._where = {u: (f, n, t) for u, f, n, t in self.archive.utterances}
 
     def utterances(self) -> list[tuple[str, int]]:

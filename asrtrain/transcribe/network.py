@@ -47,6 +47,7 @@ class Network:
 
     def scorer(self, archive: Any) -> Any:
         """A function utt → scores [frames, pdfs] over ``archive`` (an open Archive)."""
+        from asrtrain.data.context import check_context
         from asrtrain.data.streams import model_input
         from asrtrain.decode.loglikes import network_scores
 
@@ -54,6 +55,7 @@ class Network:
         if selection.dim != self.final.config.input_dim:
             raise InputError(f"input has dim {selection.dim}, the network takes "
                              f"{self.final.config.input_dim}", archive.path)
+        check_context(self.context, archive.chunk)
         where = {u: (f, n, t) for u, f, n, t in archive.utterances}
 
         def score(utt: str) -> np.ndarray:

@@ -104,5 +104,7 @@ def test_a_model_trained_without_context_decodes_without(learnable_archives: tup
     train(cfg)
     assert ModelScorer(tmp_path / "exp" / "final.pt", learnable_archives[1], None).context == 0
     assert ModelScorer(tmp_path / "exp" / "final.pt", learnable_archives[1], None, 4).context == 4
+    with pytest.raises(ConfigError, match="context 30 frames: must be 0 to the archive's chunk of 21"):
+        ModelScorer(tmp_path / "exp" / "final.pt", learnable_archives[1], None, 30)
     with pytest.raises(ConfigError, match="context"):
         TrainConfig(archive=learnable_archives[0], exp=tmp_path / "e2", context=-1)
