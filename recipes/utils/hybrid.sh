@@ -107,6 +107,7 @@ plateau_stop=${plateau_stop-}       # with plateau: stop at a plateau after this
 select=${select-}                   # final.pt: best (held-out loss), last, average:N
 dropout=${dropout-}
 spec_augment=${spec_augment-}
+context=${context-}                 # frames of each neighbouring chunk a chunk is trained and decoded with (train --context)
 strategy=${strategy-h-adpsgd}
 nproc=${nproc-4}
 group_size=${group_size-2}          # learners of a super-learner (h-adpsgd)
@@ -347,8 +348,8 @@ hybrid_train() {
   local o=()
   opts o --hidden:hidden --layers:layers --proj:proj --epochs:epochs --batch:batch \
     --base-batch:base_batch --lr:lr --warmup-epochs:warmup_epochs --anneal:anneal \
-    --lr-schedule:lr_schedule --plateau-stop:plateau_stop --select:select --dropout:dropout --spec-augment:spec_augment \
-    --topology:topology
+    --lr-schedule:lr_schedule --plateau-stop:plateau_stop --select:select --dropout:dropout \
+    --spec-augment:spec_augment --context:context --topology:topology
   local group_opt=()   # super-learners exist only in H-ADPSGD
   if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
   done_or_run train "$model" \
