@@ -37,13 +37,8 @@ def sizes(feats_dir: Path, lm_text: Path | None, chunk: int | None) -> None:
     click.echo(f"# {frames / 360000:.3f} h of distinct speech in {utts} recordings of {feats_dir}"
                + (f"; LM text {tokens} words" if tokens is not None else ""))
     click.echo(shell_lines(recipe_sizes(frames, tokens, chunk or CHUNK_FRAMES)), nl=False)
-    gpus = _gpus()
+    from asrtrain.distributed.launch import local_gpus
+
+    gpus = local_gpus()
     click.echo(f"# learners for this machine ({gpus} GPUs)")
     click.echo(shell_lines(learners_for(gpus)), nl=False)
-
-
-def _gpus() -> int:
-    """The GPUs torch sees here (0 without CUDA)."""
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -156,6 +156,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def local_gpus() -> int:
+    """The GPUs torch sees on this machine (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def choose_backend(backend: str, local_world_size: int = 1) -> str:
     """``auto``: NCCL when every learner of this node has a GPU of its own, gloo otherwise.
 
@@ -164,9 +171,7 @@ def choose_backend(backend: str, local_world_size: int = 1) -> str:
     GPU: DDP's allreduce stages them, gossip goes through CUDA IPC between learners of
     the host and a staged copy to other hosts.
     """
-    import torch
-
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpus = local_gpus()
     if backend == "auto":
         return "nccl" if gpus and local_world_size <= gpus else "gloo"
     if backend == "nccl" and not gpus:

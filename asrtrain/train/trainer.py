@@ -39,7 +39,7 @@ import torch
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import AsrtrainError, Preempted
 from asrtrain.data.archive import Archive
-from asrtrain.data.context import check_context, with_context
+from asrtrain.data.context import with_context
 from asrtrain.data.loader import ChunkLoader
 from asrtrain.data.streams import InputSelection, select_streams
 from asrtrain.distributed.base import Strategy
@@ -100,7 +100,6 @@ class Trainer:
         self.input = select_streams(self.archive, cfg.stream_names)  # the columns the model reads
         self.cfg = cfg.with_archive_dims(self.input.dim, archive_dims(self.archive)[1])
         held = open_held_out(cfg.valid, self.archive, self.input)
-        check_context(cfg.context, self.archive.chunk)
         self.valid: Archive | None = with_context(held[0], cfg.context) if held else None
         self.valid_input: InputSelection | None = held[1] if held else None  # the same streams in it
         self.device = torch.device(self.strategy.device)

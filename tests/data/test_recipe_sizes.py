@@ -96,10 +96,10 @@ def test_learners_one_on_cpus_or_one_gpu_ssgd_over_several() -> None:
 def test_prepare_sizes_prints_lines_a_recipe_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
-    from asrtrain.cli import prepare_sizes
     from asrtrain.cli.main import cli
+    from asrtrain.distributed import launch
 
-    monkeypatch.setattr(prepare_sizes, "_gpus", lambda: 0)   # the learners for a machine without GPUs
+    monkeypatch.setattr(launch, "local_gpus", lambda: 0)   # the learners for a machine without GPUs
     (tmp_path / "utt2num_frames").write_text("".join(f"u{i} 1000\n" for i in range(400)))
     out = CliRunner().invoke(cli, ["prepare", "sizes", str(tmp_path)])
     assert out.exit_code == 0, out.output
