@@ -344,7 +344,8 @@ hybrid_archive() {
 }
 
 hybrid_train() {
-  echo "=== stage $1: train the BLSTM with $strategy on $nproc learners"
+  local who="$strategy on $nproc learners"; if [ "$nproc" = 1 ]; then who="one learner"; fi
+  echo "=== stage $1: train the BLSTM ($who)"
   local o=()
   opts o --hidden:hidden --layers:layers --proj:proj --epochs:epochs --batch:batch \
     --base-batch:base_batch --lr:lr --warmup-epochs:warmup_epochs --anneal:anneal \
