@@ -5,11 +5,18 @@ suit one ruin the other: 5,000 tree leaves on 40 minutes leave a few frames per 
 paper-sized BLSTM overfits in two epochs. The rule scales each size with the hours h of
 training speech, anchored to what was measured or what Kaldi's recipes use:
 
-- alignment ladder: tree leaves ≈ 1200·h^0.35 (1,000 on the demo's 0.74 h; Kaldi's
-  mini_librispeech, 5 h, uses 2,000-2,500; LibriSpeech 960 h 5,000-7,000) but at least
-  100 frames each, Gaussians
-  6 per leaf as Kaldi's recipes (2,000/10,000 ... 5,000/100,000) but at least 45 frames
-  each; monophones 1,000 Gaussians (Kaldi's default) or fewer on tiny corpora;
+- alignment ladder: tree leaves ≈ 1200·h^0.35 (Kaldi's mini_librispeech, 5 h, uses
+  2,000-2,500; LibriSpeech 960 h 5,000-7,000) but at least ``FRAMES_PER_LEAF`` frames each
+  (900, mini_librispeech's; Kaldi's RM has 760, TIMIT 450), Gaussians 6 per leaf as Kaldi's
+  recipes (2,000/10,000 ... 5,000/100,000) but at least ``FRAMES_PER_GAUSSIAN`` (150) frames
+  each; monophones 1,000 Gaussians (Kaldi's default) or fewer on tiny corpora. The floors
+  bind below about 5 h. Measured on speechocean762's 40-minute cut (0.63 h, 70 training
+  speakers; recipes/speechocean762/RESULTS.md), test WER of the SAT GMM at the dev pick
+  (oracle): 1,020 leaves / 5,030 Gaussians (the floors of 100 and 45 frames before)
+  86.62% (84.91), 500 / 3,000 79.44% (77.74), 250 / 3,000 74.70% (74.33), **250 / 1,500**
+  73.97% (72.63); tri and LDA+MLLT alike (88.1 and 90.4% at 1,020 leaves, 82.7 and 81.0%
+  at 250), all against the monophones' 78.95%: the tree's leaves split the little data
+  there is (the demo's synthesized voices, which set 1,000 on 0.74 h, never showed it);
 - the hybrid's tree ≈ 400·h^0.6 pdfs (300 on 0.74 h; ≈ 38k at 2,000 h: the papers'
   SWB-2000 softmax has 32,000);
 - the BLSTM: 3×160 below 2 h (the demo), 4×320 below 20 h, 5×512 below 200 h, the
@@ -81,6 +88,9 @@ CHUNK_FRAMES = 21
 #: Hours of training speech from which the network reads i-vectors and the global fMLLR
 #: (below: the SAT first pass's fMLLR and logmel).
 ADAPT_STREAMS_HOURS = 20.0
+#: Fewest frames of training speech a tree leaf and a Gaussian of the alignment ladder get.
+FRAMES_PER_LEAF = 900
+FRAMES_PER_GAUSSIAN = 150
 #: Fewest optimizer steps an epoch that the batch rule allows, down to ``MIN_BATCH``.
 MIN_STEPS_PER_EPOCH = 1000
 MIN_BATCH = 16
@@ -106,7 +116,7 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
     if frames <= 0:
         raise InputError("no training frames: cannot size the recipe")
     h = frames / FRAMES_PER_HOUR
-    leaves = _clip(min(1200 * h ** 0.35, frames / 100), 50, 7000)
+    leaves = _clip(min(1200 * h ** 0.35, frames / FRAMES_PER_LEAF), 50, 7000)
     small, medium, large = h < 2, h < 20, h < 200
     hidden, layers = (160, 3) if small else (320, 4) if medium else (512, 5) if large else (512, 6)
     base_batch = 128 if medium else 256
@@ -115,7 +125,7 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
         "hours": round(h, 3),
         "ali_mono_gauss": _clip(min(1000, frames / 90), 30, 1000),
         "ali_leaves": leaves,
-        "ali_gauss": _clip(min(6 * leaves, frames / 45), leaves, 200_000),
+        "ali_gauss": _clip(min(6 * leaves, frames / FRAMES_PER_GAUSSIAN), leaves, 200_000),
         "num_pdfs": _clip(400 * h ** 0.6, 30, 40_000),
         "hidden": hidden, "layers": layers, "proj": hidden // 2,
         "epochs": 12 if large else 16,

@@ -9,7 +9,9 @@ import pytest
 from asrtrain.core.errors import InputError
 from asrtrain.data.sizes import (
     CHUNK_FRAMES,
+    FRAMES_PER_GAUSSIAN,
     FRAMES_PER_HOUR,
+    FRAMES_PER_LEAF,
     MIN_BATCH,
     MIN_STEPS_PER_EPOCH,
     count_frames,
@@ -21,9 +23,9 @@ from asrtrain.data.sizes import (
 
 def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     demo = recipe_sizes(int(0.744 * FRAMES_PER_HOUR), lm_tokens=900_000)
-    # the demo's hand-set sizes: 1000 leaves / 6000 Gaussians, 300 pdfs, 3x160 at 0.5 (its
-    # batch 128 is set by hand: the rule's floor of steps an epoch was measured on real speech)
-    assert 900 <= demo["ali_leaves"] <= 1200 and 5000 <= demo["ali_gauss"] <= 7200
+    # the demo's size: 300 pdfs, 3x160 at 0.5 as it sets by hand (its batch 128 and its 1,000
+    # leaves too: the rule's floors of steps an epoch and of frames a leaf came from real speech)
+    assert demo["ali_leaves"] == 300 and demo["ali_gauss"] == 1790   # 900 and 150 frames each
     assert 250 <= demo["num_pdfs"] <= 400
     assert (demo["layers"], demo["hidden"], demo["lr"]) == (3, 160, 0.5)
     assert demo["lm_order"] == 3
@@ -37,7 +39,13 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
         assert values == sorted(values), key
     tiny = recipe_sizes(int(0.05 * FRAMES_PER_HOUR))
     frames = 0.05 * FRAMES_PER_HOUR   # yesno's size: data, not the power law, bounds the models
-    assert tiny["ali_leaves"] <= frames / 100 + 10 and tiny["ali_gauss"] <= frames / 45 + 10
+    assert tiny["ali_leaves"] == 50 and tiny["ali_gauss"] <= frames / FRAMES_PER_GAUSSIAN + 10
+    # speechocean762's 40-minute cut: 900 frames a leaf (the SAT GMM 73.97% at 250 leaves,
+    # 86.62% at 1,020); beyond 5 h the power law, as before
+    cut = recipe_sizes(226_383)
+    assert (cut["ali_leaves"], cut["ali_gauss"]) == (250, 1500)
+    assert recipe_sizes(226_383 * 8)["ali_leaves"] == 226_383 * 8 // FRAMES_PER_LEAF // 10 * 10
+    assert recipe_sizes(100 * FRAMES_PER_HOUR)["ali_leaves"] == 6010
     assert "lm_order" not in tiny
     # the SAT stream below ADAPT_STREAMS_HOURS, i-vectors and the global fMLLR from it on
     assert [s["streams"] for s in sizes] == ["fmllr,logmel"] * 3 + ["fmllr,ivector,logmel"] * 2
