@@ -6,8 +6,8 @@
 #   ./run.sh --train DIR --test DIR --dict DIR --lm-text FILE [--dev DIR] [--sample-rate N]
 #
 # Aligned from nothing (mono -> tri -> LDA+MLLT -> SAT, targets at its HMM states), i-vectors
-# and fMLLR, lang and HCLG, the GMM rungs decoded, archives, the BLSTM (final.pt picked by dev
-# loss), a decode of dev and test over LM weights and insertion penalties, the setting picked
+# and fMLLR, lang and HCLG, the GMM rungs decoded, archives, the BLSTM (trained until the dev
+# loss stops improving; final.pt as the sizes rule says), a decode of dev and test over LM weights and insertion penalties, the setting picked
 # on dev. The last line printed is the test set's WER at that setting.
 #
 # Without --dev, a few training speakers are held out as dev (deterministically; the log names
@@ -54,7 +54,7 @@ fmllr_source=auto     # the fMLLR stream's: sat (the SAT first pass) or global (
 ali_iters=15
 ivector_iters=4
 warmup_epochs=1
-select=best
+select=auto           # final.pt: auto = the sizes rule's (the last 3 epochs averaged below 20 h), best, last, average:N
 gmm_rungs=auto        # the GMM rungs decoded in stage 4 (none: no baselines)
 strategy=auto         # the learners: auto = for this machine (one learner on CPUs or one GPU, SSGD
 nproc=auto            #   over a machine's GPUs; asrtrain/data/sizes.py learners_for); a cluster sets both

@@ -173,7 +173,7 @@ declare -i stage_start=$SECONDS
 took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_start=$SECONDS; }
 
 size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr lr_schedule
-            ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc plateau_stop"
+            ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc plateau_stop select"
 apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, from stage features)
   local name value
   if [ -f "$data/sizes.sh" ]; then

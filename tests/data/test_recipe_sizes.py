@@ -54,6 +54,8 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     # Kaldi's plateau schedule below 20 h (measured on speechocean762), the papers' anneal beyond
     assert [s["lr_schedule"] for s in sizes] == ["plateau"] * 3 + ["paper"] * 2
     assert [s["plateau_stop"] for s in sizes] == [3] * 3 + [""] * 2   # early stopping with the plateau only
+    # the last 3 epochs averaged below 20 h (measured on speechocean762's cut), the best epoch beyond
+    assert [s["select"] for s in sizes] == ["average:3"] * 3 + ["best"] * 2
 
 
 def test_small_corpora_get_a_batch_that_leaves_enough_steps_an_epoch() -> None:
