@@ -16,7 +16,9 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   86.62% (84.91), 500 / 3,000 79.44% (77.74), 250 / 3,000 74.70% (74.33), **250 / 1,500**
   73.97% (72.63); tri and LDA+MLLT alike (88.1 and 90.4% at 1,020 leaves, 82.7 and 81.0%
   at 250), all against the monophones' 78.95%: the tree's leaves split the little data
-  there is (the demo's synthesized voices, which set 1,000 on 0.74 h, never showed it);
+  there is (the demo's synthesized voices, which set 1,000 on 0.74 h, never showed it). On
+  speechocean762's 2.7 h, test500 at the dev pick, 1,080 / 6,460 against 1,700 / 10,200:
+  SAT 53.47% against 56.17%, LDA+MLLT 61.73% against 63.05%;
 - the hybrid's tree ≈ 400·h^0.6 pdfs (300 on 0.74 h; ≈ 38k at 2,000 h: the papers'
   SWB-2000 softmax has 32,000);
 - the BLSTM: 3×160 below 2 h (the demo), 4×320 below 20 h, 5×512 below 200 h, the
