@@ -16,8 +16,8 @@ import click
                    "(default: asrtrain.data.sizes.CHUNK_FRAMES).")
 def sizes(feats_dir: Path, lm_text: Path | None, chunk: int | None) -> None:
     """Print name=value lines of the sizes that suit the training features FEATS_DIR
-    (its utt2num_frames): alignment ladder, tree, BLSTM, epochs, adaptation, LM order, and
-    the network's input streams with the source of its fMLLR stream (SAT below 20 h); and
+    (its utt2num_frames): alignment ladder, tree, BLSTM, epochs, the model kept (select),
+    adaptation, LM order, and the network's input streams with the source of its fMLLR stream (SAT below 20 h); and
     the learners (strategy, nproc) for this machine's GPUs.
 
     The rule and its anchors are in asrtrain/data/sizes.py; recipes/custom sources the

@@ -7,8 +7,9 @@
 #
 # Aligned from nothing (mono -> tri -> LDA+MLLT -> SAT, targets at its HMM states), i-vectors
 # and fMLLR, lang and HCLG, the GMM rungs decoded, archives, the BLSTM (trained until the dev
-# loss stops improving; final.pt as the sizes rule says), a decode of dev and test over LM weights and insertion penalties, the setting picked
-# on dev. The last line printed is the test set's WER at that setting.
+# loss stops improving; final.pt as the sizes rule says), a decode of dev and test over LM
+# weights and insertion penalties, the setting picked on dev. The last line printed is the
+# test set's WER at that setting.
 #
 # Without --dev, a few training speakers are held out as dev (deterministically; the log names
 # them) and their transcripts are left out of the LM text (prepare lang --exclude-text).
