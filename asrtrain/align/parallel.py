@@ -159,6 +159,8 @@ class Jobs:
         """``method(*args)`` on every job's shard (all at once); the answers in job order."""
         if self._local is not None:
             return [getattr(self._local, method)(*args)]
+        if self.workers is not None:
+            self.workers.check()
         message = self._message(method, *args)
         for i in range(self.nj):
             self._send(i, message)     # pickled once for all (the model is large)

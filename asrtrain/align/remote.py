@@ -179,6 +179,7 @@ class Workers:
         self._hellos: queue.Queue[tuple[Connection, Any]] = queue.Queue()
         self._closing = False
         self._old_term: Any = None
+        self.terminated = False            # set by SIGTERM, even where its exception was lost
 
     # --- listening ---
     def __enter__(self) -> Workers:
@@ -201,12 +202,12 @@ class Workers:
         self._thread = threading.Thread(target=self._accept, name="align-accept", daemon=True)
         self._thread.start()
         if threading.current_thread() is threading.main_thread():
-            self._old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+            self._old_term = signal.signal(signal.SIGTERM, self._on_sigterm)
         log.info("alignment jobs: started with %r, connecting to %s", self.launch.command,
                  self.address)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
         if self._old_term is not None:   # a second SIGTERM during the clean-up ends us
             signal.signal(signal.SIGTERM, self._old_term)
         for job in self.jobs:
@@ -220,6 +221,8 @@ class Workers:
         self._thread.join(timeout=5)
         self.listener.close()
         self.key_file.unlink(missing_ok=True)
+        if exc_type is None:
+            self.check()
 
     def _accept(self) -> None:
         """Every authenticated connection's hello, queued (a thread: accept() blocks)."""
@@ -242,6 +245,19 @@ class Workers:
                 conn.close()
             else:
                 self._hellos.put((conn, hello))
+
+    # --- SIGTERM ---
+    def _on_sigterm(self, _signum: int, _frame: Any) -> None:
+        """Raise where the parent is; remember it too, for code that catches every
+        ``Exception`` (logging does, when the signal comes during a blocked write to a
+        full stderr pipe) and would otherwise let the run go on to exit 0."""
+        self.terminated = True
+        raise Terminated("stopped by SIGTERM; the alignment jobs were ended")
+
+    def check(self) -> None:
+        """Raise ``Terminated`` if SIGTERM came and its exception was swallowed."""
+        if self.terminated:
+            raise Terminated("stopped by SIGTERM; the alignment jobs were ended")
 
     # --- the jobs ---
     def start(self, n: int, what: str) -> tuple[int, list[RemoteJob]]:
@@ -321,8 +337,6 @@ def _keepalive(conn: Connection) -> Connection:
     return conn
 
 
-def _on_sigterm(_signum: int, _frame: Any) -> None:
-    raise Terminated("stopped by SIGTERM; the alignment jobs were ended")
 
 
 # --- the worker's side ---

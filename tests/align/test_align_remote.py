@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,18 +74,23 @@ def test_a_job_that_never_connects_is_ended(tiny_corpus, tiny_mfcc, tmp_path, on
     assert _gone(int(pid_file.read_text())), "the job that never connected still runs"
 
 
-def _start(tiny_corpus: Path, tiny_mfcc: Path, out: Path) -> tuple[subprocess.Popen[str], dict]:
+def _start(tiny_corpus: Path, tiny_mfcc: Path, out: Path, *, mono_iters: int = 400,
+           stderr: Any = None) -> tuple[subprocess.Popen[str], dict]:
     """``prepare align`` with two ``env`` jobs, once both have read their features: the
-    parent and the jobs' pids by job."""
+    parent and the jobs' pids by job. Its stderr goes to ``OUT.stderr`` unless given (an
+    unread pipe fills and blocks the parent's logging)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    if stderr is None:
+        stderr = open(out.parent / f"{out.name}.stderr", "w")  # noqa: SIM115 - the child keeps it
     parent = subprocess.Popen([str(Path(sys.executable).parent / "asrtrain"),
-                               *map(str, align_args(tiny_corpus, tiny_mfcc, out, 2)), *LONG,
+                               *map(str, align_args(tiny_corpus, tiny_mfcc, out, 2)), *LADDER,
+                               "--mono-iters", str(mono_iters),
                                "--job-cmd", "env", "--listen", "127.0.0.1"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                              stdout=subprocess.DEVNULL, stderr=stderr, text=True, env=env)
     pids: dict[int, int] = {}
     end = time.monotonic() + 240
     while len(pids) < 2:
-        assert parent.poll() is None and time.monotonic() < end, parent.communicate()[1][-3000:]
+        assert parent.poll() is None and time.monotonic() < end, _stderr(parent, out)
         for j in (1, 2):
             log = out / "log" / f"align-worker.{j}.log"
             text = log.read_text() if log.exists() else ""
@@ -95,12 +101,21 @@ def _start(tiny_corpus: Path, tiny_mfcc: Path, out: Path) -> tuple[subprocess.Po
     return parent, pids
 
 
+def _stderr(parent: subprocess.Popen[str], out: Path) -> str:
+    """The parent's stderr so far (its file, or its pipe once it has ended)."""
+    path = out.parent / f"{out.name}.stderr"
+    if path.exists():
+        return path.read_text()
+    return parent.communicate(timeout=120)[1] if parent.stderr is not None else ""
+
+
 @pytest.mark.slow  # a run killed half-way (~15 s)
 def test_a_job_that_dies_is_one_line_naming_it(tiny_corpus, tiny_mfcc, tmp_path, one_error) -> None:
     out = tmp_path / "ali"
     parent, pids = _start(tiny_corpus, tiny_mfcc, out)
     os.kill(pids[2], signal.SIGKILL)
-    _, err = parent.communicate(timeout=120)
+    parent.wait(timeout=120)
+    err = _stderr(parent, out)
     line = one_error(err, 1, parent.returncode, "alignment job 2 on ", "died (killed by SIGKILL)",
                       str(out / "log" / "align-worker.2.log"))
     assert "died" in line
@@ -116,8 +131,29 @@ def test_sigterm_or_ctrl_c_of_the_parent_ends_the_jobs(tiny_corpus, tiny_mfcc, t
     out = tmp_path / "ali"
     parent, pids = _start(tiny_corpus, tiny_mfcc, out)
     parent.send_signal(sig)
+    parent.wait(timeout=120)
+    one_error(_stderr(parent, out), status, parent.returncode, says)
+    assert all(_gone(pid) for pid in pids.values()), "a job outlived its parent"
+    _nothing_complete(out)
+
+
+def test_sigterm_while_the_parent_is_blocked_writing_its_log_is_not_lost(
+        tiny_corpus, tiny_mfcc, tmp_path, one_error) -> None:
+    """SIGTERM that arrives inside a blocked write to a full stderr pipe raises inside
+    logging, which swallows every ``Exception``: the run must still stop with 143 (CI saw
+    it go on to exit 0)."""
+    out = tmp_path / "ali"
+    parent, pids = _start(tiny_corpus, tiny_mfcc, out, mono_iters=2000, stderr=subprocess.PIPE)
+    main_log = out / "log"
+    sizes: list[int] = []
+    end = time.monotonic() + 300
+    while len(sizes) < 10 or sizes[-1] != sizes[-10] or sizes[-1] < 70_000:  # 1 s unchanged
+        assert parent.poll() is None and time.monotonic() < end, "the parent never blocked"
+        sizes.append(sum(p.stat().st_size for p in main_log.glob("prepare-align.*.log")))
+        time.sleep(0.1)
+    parent.send_signal(signal.SIGTERM)
     _, err = parent.communicate(timeout=120)
-    one_error(err, status, parent.returncode, says)
+    one_error(err.splitlines()[-1], 143, parent.returncode, "stopped by SIGTERM")
     assert all(_gone(pid) for pid in pids.values()), "a job outlived its parent"
     _nothing_complete(out)
 
