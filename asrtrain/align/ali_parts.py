@@ -12,14 +12,16 @@ sums) and merges the parts.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from asrtrain.align.aligner import Alignment, equal_alignment
 from asrtrain.align.graph import PhoneDag
 from asrtrain.align.hmm import MonoPdfs, TreePdfs, context_pdfs
+from asrtrain.lang import questions
 from asrtrain.lang.hmm import FrameAlignment, Topology, count_moves
+from asrtrain.lang.questions import ContextStats
 from asrtrain.lang.tree import context_counts
 
 #: HMM states of a phone in the equal alignments of a flat start.
@@ -62,6 +64,14 @@ def moves(alignments: dict[str, Alignment], num_states: dict[int, int]) -> dict[
 def contexts(alignments: dict[str, Alignment], topo: Topology) -> Counter:
     """Frames per (left, phone, right, state) (``lang.tree.tree_from_counts`` reads their sum)."""
     return context_counts(phone_items(alignments), topo)
+
+
+def context_stats(alignments: dict[str, Alignment], feats: Mapping[str, np.ndarray]
+                  ) -> ContextStats:
+    """Frames, sums and squares of the features per (left, phone, right, state)
+    (``lang.questions.question_tree`` reads their sum)."""
+    return questions.context_stats(((feats[u], a.phone, a.state, a.starts)
+                                    for u, a in sorted(alignments.items())))
 
 
 def pdf_frames(alignments: dict[str, Alignment], num_pdfs: int) -> np.ndarray:

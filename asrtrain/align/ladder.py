@@ -51,6 +51,7 @@ class LadderConfig:
     tri_leaves: int = 1000
     tri_gauss: int = 8000
     tri_iters: int = 20
+    tree: str = "questions"     # questions (Kaldi's likelihood tree) or counts (tree.py's)
     mono_utts: int = 0          # train the monophones on this many shortest utterances (0: all)
     lda_dim: int = 40
     splice: int = 3
@@ -129,14 +130,20 @@ def train_mono_subset(utts: Utterances, jobs: Jobs, phones: list[int], sil: int,
 
 def train_tri(prev: Rung, jobs: Jobs, phones: list[int], sil: int,
               cfg: LadderConfig, failures: Failures) -> Rung:
-    """Triphones on asrtrain's tree, from the monophone alignments (the jobs count their
-    moves and contexts, summed here: Kaldi's acc-tree-stats and sum-tree-stats)."""
+    """Triphones on a context tree grown from the monophone alignments (the jobs count
+    their moves and contexts, summed here: Kaldi's acc-tree-stats and sum-tree-stats):
+    by the likelihood of the contexts' frames (``cfg.tree`` questions) or their counts."""
     from asrtrain.lang.hmm import states_per_phone
+    from asrtrain.lang.questions import question_tree
     from asrtrain.lang.tree import tree_from_counts
 
     topo = jobs.topology(states_per_phone(phones, states=3, sil_phones=[sil], sil_states=3))
-    tree = tree_from_counts(jobs.contexts(topo), topo, ci_phones=[sil],
-                            num_pdfs=cfg.tri_leaves)
+    if cfg.tree == "questions":
+        tree = question_tree(jobs.context_stats(), topo,
+                             ci_phones=[sil], num_pdfs=cfg.tri_leaves)
+    else:
+        tree = tree_from_counts(jobs.contexts(topo), topo, ci_phones=[sil],
+                                num_pdfs=cfg.tri_leaves)
     pdfs = TreePdfs(tree)
     jobs.relabel(pdfs)
     model = _single_gaussians(pdfs.num_pdfs, jobs)   # Kaldi's gmm-init-model, then mix up

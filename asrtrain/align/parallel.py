@@ -45,6 +45,7 @@ from asrtrain.align.shard import Shard, Share, serve_forked
 from asrtrain.align.transcripts import Prons
 from asrtrain.core.errors import AsrtrainError
 from asrtrain.lang.hmm import Topology
+from asrtrain.lang.questions import ContextStats
 
 log = logging.getLogger("asrtrain.align")
 
@@ -247,6 +248,15 @@ class Jobs:
         total: Counter = Counter()
         for part in self.call("contexts", topo):
             add_counts(total, part)
+        return total
+
+    def context_stats(self) -> ContextStats:
+        """Frames, sums and squares per (left, phone, right, state) under the current front
+        end, the jobs' summed (Kaldi's acc-tree-stats and sum-tree-stats)."""
+        parts = self.call("context_stats")
+        total = parts[0]
+        for part in parts[1:]:
+            total = total.add(part)
         return total
 
     def pdf_frames(self, num_pdfs: int) -> np.ndarray:

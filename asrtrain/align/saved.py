@@ -11,7 +11,7 @@ whole, topology included) is what graph and scorer agree on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import import_module
 from pathlib import Path
 from typing import Any
@@ -96,9 +96,7 @@ def rung_tree(state: dict[str, Any]) -> ContextTree:
              for phone, n in sorted(num_states.items())}
     topo = Topology(num_states=num_states, trans=trans)
     if state.get("tree") is not None:
-        saved = ContextTree.from_json(state["tree"])
-        return ContextTree(topo=topo, ci_phones=saved.ci_phones, ci=saved.ci, bi=saved.bi,
-                           tri=saved.tri, pdf_info=saved.pdf_info)
+        return replace(ContextTree.from_json(state["tree"]), topo=topo)
     ci = {key: pdf for pdf, key in enumerate(pdf_info)}
     return ContextTree(topo=topo, ci_phones=sorted(num_states), ci=ci, pdf_info=pdf_info)
 

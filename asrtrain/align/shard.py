@@ -42,6 +42,7 @@ from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
 from asrtrain.align.transcripts import Prons
 from asrtrain.core.errors import AsrtrainError
 from asrtrain.lang.hmm import Topology
+from asrtrain.lang.questions import ContextStats
 
 log = logging.getLogger("asrtrain.align")
 
@@ -117,6 +118,9 @@ class Shard:
 
     def contexts(self, topo: Topology) -> Counter:
         return ali_parts.contexts(self.corpus.alignments, topo)
+
+    def context_stats(self) -> ContextStats:
+        return ali_parts.context_stats(self.corpus.alignments, self.corpus.feats)
 
     def pdf_frames(self, num_pdfs: int) -> np.ndarray:
         return ali_parts.pdf_frames(self.corpus.alignments, num_pdfs)

@@ -21,6 +21,11 @@ from asrtrain.lang.targets import TARGETS
               help="N-gram order of the LM.")
 @click.option("--num-pdfs", type=click.IntRange(1), default=2000, show_default=True,
               help="About how many context-dependent states (pdfs) the tree keeps.")
+@click.option("--tree", "tree_from", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None,
+              help="Train on the tree of this aligner rung (prepare align's models/NAME.pt, "
+                   "e.g. sat.pt), as Kaldi's nnet recipes use the GMM's tree, instead of "
+                   "growing one of --num-pdfs from the alignments' frame counts.")
 @click.option("--min-count", default="1,1,2,2", show_default=True,
               help="Raw-count cutoff per n-gram order (comma list, non-decreasing; the last "
                    "value repeats): pruned n-grams leave their mass to the back-off.")
@@ -53,7 +58,7 @@ from asrtrain.lang.targets import TARGETS
                    "where a split has them.")
 @click.pass_context
 def lang(ctx: click.Context, dict_dir: Path, lm_text: Path, ali_dir: Path, out: Path, order: int,
-         num_pdfs: int, min_count: str, arpa: Path | None, prune_threshold: float | None,
+         num_pdfs: int, tree_from: Path | None, min_count: str, arpa: Path | None, prune_threshold: float | None,
          prune_ngrams: int | None, exclude_text: Path | None, states: int, pron_min_count: int,
          targets: str, config: str | None) -> None:
     """Build the lang directory and the decoding graph OUT/graph/HCLG.fst.
@@ -84,7 +89,7 @@ def lang(ctx: click.Context, dict_dir: Path, lm_text: Path, ali_dir: Path, out: 
         figures = prepare_lang(dict_dir, text, ali_dir, out, order=order, num_pdfs=num_pdfs,
                                min_count=min_count, states=states,
                                pron_min_count=pron_min_count, targets=targets, arpa=arpa,
-                               pruning=pruning, exclude_text=exclude_text)
+                               pruning=pruning, exclude_text=exclude_text, tree_from=tree_from)
     hclg = figures["sizes"]["HCLG"]
     ppl = figures.get("dev_perplexity")
     click.echo(f"{out}: {figures['words']} words ({figures.get('pron_variants', 0)} learned "

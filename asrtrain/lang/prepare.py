@@ -19,7 +19,7 @@ from asrtrain.core.atomic import atomic_path, write_text
 from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.core.textio import read_lines
 from asrtrain.lang import graph as graphs
-from asrtrain.lang.hmm import estimate_topology
+from asrtrain.lang.hmm import Topology, estimate_topology
 from asrtrain.lang.lang_lm import Pruning, build_lms
 from asrtrain.lang.lexicon import (
     UNK,
@@ -34,7 +34,7 @@ from asrtrain.lang.lexicon import (
 from asrtrain.lang.lm import estimate, parse_min_count, write_arpa
 from asrtrain.lang.pdf_ali import read_split, write_pdf_alignments
 from asrtrain.lang.targets import uses_states
-from asrtrain.lang.tree import build_tree, pdf_table_text
+from asrtrain.lang.tree import ContextTree, build_tree, pdf_table_text
 
 log = logging.getLogger("asrtrain.lang")
 SPLITS = ("train", "dev", "test")
@@ -105,16 +105,41 @@ def leave_out(sentences: list[list[str]], lm_text: Path, exclude_text: Path) -> 
                   "exclude_utterances": total}
 
 
+def rung_tree_for(path: Path, topo: Topology, phones: dict[str, int]) -> ContextTree:
+    """The tree of an aligner rung (``prepare align``'s models/NAME.pt) with this lang's
+    topology: the same phones, numbered alike, and the same states a phone."""
+    from dataclasses import replace
+
+    from asrtrain.align.saved import load_rung
+
+    rung = load_rung(path)
+    mismatch = sorted(p for i, p in rung.phones.items() if phones.get(p) != i)
+    if mismatch:
+        raise InputError(f"--tree: its phones are numbered otherwise than this lang's "
+                         f"({', '.join(mismatch[:5])}): a rung of another alignment dir?", path)
+    theirs = rung.tree.topo.num_states
+    names = {i: p for p, i in phones.items()}
+    missing = sorted(names.get(p, str(p)) for p in topo.num_states if p not in theirs)
+    if missing:
+        raise InputError(f"--tree: no pdfs for the phones {', '.join(missing[:5])}", path)
+    if any(theirs[p] != n for p, n in topo.num_states.items()):
+        raise InputError("--tree: its phones' HMM states differ from this lang's (--states)", path)
+    log.info("tree: the %d pdfs of %s (rung %s)", rung.tree.num_pdfs, path, rung.name)
+    return replace(rung.tree, topo=topo)
+
+
 def prepare_lang(dict_dir: Path, lm_text: Path | None, ali_dir: Path, out: Path, order: int = 4,
                  num_pdfs: int = 2000, min_count: str | None = None, states: int = 3,
                  pron_min_count: int = 1, targets: str = "auto", arpa: Path | None = None,
-                 pruning: Pruning | None = None, exclude_text: Path | None = None) -> dict:
+                 pruning: Pruning | None = None, exclude_text: Path | None = None,
+                 tree_from: Path | None = None) -> dict:
     """Build the whole lang directory and the graph; returns the figures it logged.
 
     The LM is estimated from ``lm_text``, or read from ``arpa`` (one of the two);
     ``pruning`` cuts the first-pass LM that G and HCLG are built from;
     ``exclude_text`` (a Kaldi text) names transcripts the LM must not learn
-    (:func:`leave_out`).
+    (:func:`leave_out`); ``tree_from`` (an aligner rung file) gives the tree instead of
+    one grown here with ``num_pdfs`` (Kaldi's nnet recipes train on the GMM's tree).
     """
     t0 = time.time()
     pruning = pruning or Pruning()
@@ -156,7 +181,10 @@ def prepare_lang(dict_dir: Path, lm_text: Path | None, ali_dir: Path, out: Path,
              else "each phone split evenly into its states")
     sil_ids = [lex.phones[lex.silence]]
     topo = estimate_topology(train, lex.phones.values(), states=states, sil_phones=sil_ids)
-    tree, _ = build_tree(train, topo, ci_phones=sil_ids, num_pdfs=num_pdfs)
+    if tree_from is None:
+        tree, _ = build_tree(train, topo, ci_phones=sil_ids, num_pdfs=num_pdfs)
+    else:
+        tree = rung_tree_for(tree_from, topo, lex.phones)
     del train
     tree_id = tree.identity()
     write_text(out / "tree", json.dumps(tree.to_json()) + "\n")

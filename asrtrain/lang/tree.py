@@ -37,6 +37,9 @@ class ContextTree:
     bi: dict[tuple[int, int, int], int] = field(default_factory=dict)   # (c, s, ctx)
     tri: dict[tuple[int, int, int, int], int] = field(default_factory=dict)  # (l, c, r, s)
     pdf_info: list[tuple[int, int]] = field(default_factory=list)       # pdf → (phone, state)
+    #: (c, s) → a likelihood tree's nodes (``questions.py``): ``(side, phones, yes, no)``
+    #: asks whether the left (side 0) or right (2) phone is in ``phones``; ``(pdf,)`` a leaf
+    questions: dict[tuple[int, int], list[tuple]] = field(default_factory=dict)
 
     @property
     def num_pdfs(self) -> int:
@@ -49,14 +52,27 @@ class ContextTree:
             return got
         ctx = left if _uses_left(state, self.topo.num_states[phone]) else right
         got = self.bi.get((phone, state, ctx))
-        return got if got is not None else self.ci[(phone, state)]
+        if got is not None:
+            return got
+        nodes = self.questions.get((phone, state))
+        if nodes is None:
+            return self.ci[(phone, state)]
+        node = nodes[0]
+        while len(node) > 1:
+            side, members, yes, no = node
+            node = nodes[yes if (left if side == 0 else right) in members else no]
+        return int(node[0])
 
     def to_json(self) -> dict:
-        return {"topology": self.topo.to_json(), "ci_phones": self.ci_phones,
-                "ci": [[*k, v] for k, v in sorted(self.ci.items())],
-                "bi": [[*k, v] for k, v in sorted(self.bi.items())],
-                "tri": [[*k, v] for k, v in sorted(self.tri.items())],
-                "pdf_info": [list(x) for x in self.pdf_info]}
+        out = {"topology": self.topo.to_json(), "ci_phones": self.ci_phones,
+               "ci": [[*k, v] for k, v in sorted(self.ci.items())],
+               "bi": [[*k, v] for k, v in sorted(self.bi.items())],
+               "tri": [[*k, v] for k, v in sorted(self.tri.items())],
+               "pdf_info": [list(x) for x in self.pdf_info]}
+        if self.questions:   # a frame-count tree's JSON (and identity) stays as it was
+            out["questions"] = [[c, s, [_node_json(n) for n in nodes]]
+                                for (c, s), nodes in sorted(self.questions.items())]
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> ContextTree:
@@ -64,12 +80,28 @@ class ContextTree:
                    ci={(a, b): v for a, b, v in data["ci"]},
                    bi={(a, b, c): v for a, b, c, v in data["bi"]},
                    tri={(a, b, c, d): v for a, b, c, d, v in data["tri"]},
-                   pdf_info=[(int(a), int(b)) for a, b in data["pdf_info"]])
+                   pdf_info=[(int(a), int(b)) for a, b in data["pdf_info"]],
+                   questions={(int(c), int(s)): [_node_from_json(n) for n in nodes]
+                              for c, s, nodes in data.get("questions", [])})
 
     def identity(self) -> str:
         """A hash of the tree: graphs, pdf alignments and models carry it to be matched."""
         blob = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _node_json(node: tuple) -> list:
+    if len(node) == 1:
+        return [int(node[0])]
+    side, members, yes, no = node
+    return [int(side), sorted(int(p) for p in members), int(yes), int(no)]
+
+
+def _node_from_json(node: list) -> tuple:
+    if len(node) == 1:
+        return (int(node[0]),)
+    side, members, yes, no = node
+    return (int(side), frozenset(int(p) for p in members), int(yes), int(no))
 
 
 def _uses_left(state: int, num_states: int) -> bool:
@@ -162,4 +194,26 @@ def pdf_table_text(tree: ContextTree, phone_names: dict[int, str]) -> str:
         lines[p] = f"{p} {name[c]} {s} {side}={name[ctx]}"
     for (left, c, right, s), p in tree.tri.items():
         lines[p] = f"{p} {name[c]} {s} left={name[left]},right={name[right]}"
+    for (c, s), nodes in tree.questions.items():
+        for pdf, path in _leaf_paths(nodes):
+            asked = ",".join(f"{'left' if side == 0 else 'right'}{'' if yes else '!'}"
+                             f"={{{'|'.join(sorted(name.get(p, str(p)) for p in members))}}}"
+                             for side, members, yes in path)
+            lines[pdf] = f"{pdf} {name[c]} {s} {asked or '*'}"
     return "\n".join(lines) + "\n"
+
+
+def _leaf_paths(nodes: list[tuple]) -> list[tuple[int, list[tuple[int, frozenset, bool]]]]:
+    """Each leaf's pdf and the answers that lead to it."""
+    out: list[tuple[int, list[tuple[int, frozenset, bool]]]] = []
+    stack: list[tuple[int, list[tuple[int, frozenset, bool]]]] = [(0, [])]
+    while stack:
+        k, path = stack.pop()
+        node = nodes[k]
+        if len(node) == 1:
+            out.append((int(node[0]), path))
+            continue
+        side, members, yes, no = node
+        stack.append((no, [*path, (side, members, False)]))
+        stack.append((yes, [*path, (side, members, True)]))
+    return out

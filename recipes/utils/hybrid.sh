@@ -76,6 +76,9 @@ fmllr_source=${fmllr_source-global}
 # --- lang ---
 lm_order=${lm_order-}
 num_pdfs=${num_pdfs-}
+# the network's pdfs: counts (a tree of ~num_pdfs grown from the alignments' frame counts) or
+# aligner (the tree of the last rung of ali_stages, as Kaldi's nnet recipes use the GMM's)
+hybrid_tree=${hybrid_tree-counts}
 graph_dir=${graph_dir-}             # empty: $lang/graph
 # --- GMM baselines (Kaldi's RESULTS rungs): a graph per tree, dev and test decoded with
 # lattices, SAT in two passes (fMLLR from the LDA+MLLT pass); auto: every rung of ali_stages
@@ -273,9 +276,16 @@ hybrid_adapt() {
 }
 
 hybrid_lang() {
-  echo "=== stage $1: lang (lexicon, ${lm_order:+$lm_order-gram }LM, tree${num_pdfs:+ of ~$num_pdfs pdfs}, HCLG)"
+  local what="tree${num_pdfs:+ of ~$num_pdfs pdfs}"
+  if [ "$hybrid_tree" = aligner ]; then what="the ${ali_stages##*,} rung's tree"; fi
+  echo "=== stage $1: lang (lexicon, ${lm_order:+$lm_order-gram }LM, $what, HCLG)"
   local rung graph split o=() adapt text_opt
-  opts o --order:lm_order --num-pdfs:num_pdfs
+  opts o --order:lm_order
+  case "$hybrid_tree" in
+    counts) opts o --num-pdfs:num_pdfs ;;
+    aligner) o+=(--tree "$ali/models/${ali_stages##*,}.pt") ;;
+    *) die "--hybrid-tree must be counts or aligner" ;;
+  esac
   done_or_run lang "$lang" \
     asrtrain prepare lang "$dict" "$lm_text" "$ali" "$lang" "${o[@]}" "${lang_opts[@]}"
   [ -n "$gmm_rungs" ] || return 0
