@@ -52,6 +52,7 @@ class LadderConfig:
     tri_gauss: int = 8000
     tri_iters: int = 20
     tree: str = "questions"     # questions (Kaldi's likelihood tree) or counts (tree.py's)
+    retree: bool = True         # LDA+MLLT grows its own question tree on its features (Kaldi's)
     mono_utts: int = 0          # train the monophones on this many shortest utterances (0: all)
     lda_dim: int = 40
     splice: int = 3
@@ -160,7 +161,10 @@ def train_lda(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
     lda, _ = estimate_lda(jobs.lda_stats(prev.pdfs.num_pdfs, cfg.splice), cfg.lda_dim)
     front = FrontEnd(deltas=False, context=cfg.splice, lda=lda)
     jobs.use_front(front)
-    model = _single_gaussians(prev.pdfs.num_pdfs, jobs)
+    pdfs = prev.pdfs
+    if cfg.retree and cfg.tree == "questions" and isinstance(pdfs, TreePdfs):
+        pdfs = _regrow(pdfs, jobs, cfg)
+    model = _single_gaussians(pdfs.num_pdfs, jobs)
     floor = var_floor(jobs)
 
     def mllt(it: int, model: AcousticModel) -> None:
@@ -171,9 +175,23 @@ def train_lda(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
             model.means = torch.einsum("ij,pkj->pki", torch.from_numpy(a), model.means)
             model.invalidate()
 
-    model = train_stage(cfg.spec("lda"), jobs, model, prev.pdfs, prev.trans, cfg.beams,
+    model = train_stage(cfg.spec("lda"), jobs, model, pdfs, prev.trans, cfg.beams,
                         failures, floor, hook=mllt)
-    return Rung("lda", front, prev.pdfs, model, prev.trans)
+    return Rung("lda", front, pdfs, model, prev.trans)
+
+
+def _regrow(pdfs: TreePdfs, jobs: Jobs, cfg: LadderConfig) -> TreePdfs:
+    """A new question tree from the previous rung's alignments under the current front end
+    (Kaldi's ``train_lda_mllt.sh`` builds its tree on the LDA features); the alignments
+    relabelled with it."""
+    from asrtrain.lang.questions import question_tree
+
+    old = pdfs.tree
+    tree = question_tree(jobs.context_stats(), old.topo, ci_phones=old.ci_phones,
+                         num_pdfs=cfg.tri_leaves)
+    new = TreePdfs(tree)
+    jobs.relabel(new)
+    return new
 
 
 def _single_gaussians(num_pdfs: int, jobs: Jobs) -> AcousticModel:

@@ -50,6 +50,10 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
               "frames' likelihood; the sets from clustering the phones) or counts (a triphone "
               "with enough frames keeps its own pdf, the rest tie back to their biphone or "
               "phone state).")
+@click.option("--retree/--no-retree", default=True, show_default=True,
+              help="With --tree questions: LDA+MLLT grows its own tree from the triphones' "
+              "alignments on its own features, as Kaldi's train_lda_mllt.sh (SAT keeps it); "
+              "else the triphones' tree serves every rung.")
 @click.option("--gauss", type=click.IntRange(1), default=8000, show_default=True,
               help="Gaussians of the triphone, LDA+MLLT and SAT models.")
 @click.option("--iters", type=click.IntRange(1), default=20, show_default=True,
@@ -91,7 +95,7 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
 def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tuple[str, ...],
           stages: str, oov: str | None, phones: Path | None, mono_gauss: int, mono_iters: int,
           mono_utts: int,
-          leaves: int, tree_kind: str, gauss: int, iters: int, beam: float, retry_beam: float, last_beam: float,
+          leaves: int, tree_kind: str, retree: bool, gauss: int, iters: int, beam: float, retry_beam: float, last_beam: float,
           max_lost: float, nj: int, job_cmd: str | None, listen: str | None,
           connect_timeout: float, reference: Path | None, held_out_sat_feats: bool,
           config: str | None) -> None:
@@ -122,7 +126,7 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
     named = {"train": train, **_split_dirs(splits)}
     cfg = LadderConfig(stages=wanted, mono_gauss=mono_gauss, mono_iters=mono_iters,
                        mono_utts=mono_utts,
-                       tri_leaves=leaves, tree=tree_kind, tri_gauss=gauss, tri_iters=iters,
+                       tri_leaves=leaves, tree=tree_kind, retree=retree, tri_gauss=gauss, tri_iters=iters,
                        beams=Beams(beam=beam, retry_beam=retry_beam,
                                    last_beam=last_beam), nj=nj)
     launch = None if job_cmd is None else Launch(job_cmd, out, listen, connect_timeout)

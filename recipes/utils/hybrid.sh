@@ -293,7 +293,7 @@ hybrid_lang() {
   opts o --beam:gmm_beam
   for rung in ${gmm_rungs//,/ }; do
     [ -f "$ali/models/$rung.pt" ] || die "no $ali/models/$rung.pt: --gmm-rungs must be among --ali-stages"
-    graph=$gmm/graph_tri; if [ "$rung" = mono ]; then graph=$gmm/graph_mono; fi   # tri, lda, sat: one tree
+    case $rung in mono|tri) graph=$gmm/graph_$rung ;; *) graph=$gmm/graph_lda ;; esac   # SAT: LDA+MLLT's tree
     done_or_run "graph-$(basename "$graph")" "$graph" \
       asrtrain prepare gmm-graph "$lang" "$ali/models/$rung.pt" "$graph"
     for split in $decode_splits; do
