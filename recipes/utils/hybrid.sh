@@ -280,10 +280,9 @@ hybrid_lang() {
   if [ "$hybrid_tree" = aligner ]; then what="the ${ali_stages##*,} rung's tree"; fi
   echo "=== stage $1: lang (lexicon, ${lm_order:+$lm_order-gram }LM, $what, HCLG)"
   local rung graph split o=() adapt text_opt
-  opts o --order:lm_order
-  case "$hybrid_tree" in
-    counts) opts o --num-pdfs:num_pdfs ;;
-    aligner) o+=(--tree "$ali/models/${ali_stages##*,}.pt") ;;
+  case "$hybrid_tree" in   # (opts sets o anew)
+    counts) opts o --order:lm_order --num-pdfs:num_pdfs ;;
+    aligner) opts o --order:lm_order; o+=(--tree "$ali/models/${ali_stages##*,}.pt") ;;
     *) die "--hybrid-tree must be counts or aligner" ;;
   esac
   done_or_run lang "$lang" \
