@@ -52,7 +52,7 @@ class LadderConfig:
     tri_gauss: int = 8000
     tri_iters: int = 20
     tree: str = "questions"     # questions (Kaldi's likelihood tree) or counts (tree.py's)
-    retree: bool = True         # LDA+MLLT grows its own question tree on its features (Kaldi's)
+    retree: bool = False        # LDA+MLLT grows its own question tree on its features (Kaldi's)
     mono_utts: int = 0          # train the monophones on this many shortest utterances (0: all)
     lda_dim: int = 40
     splice: int = 3

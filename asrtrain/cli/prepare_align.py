@@ -50,10 +50,11 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
               "frames' likelihood; the sets from clustering the phones) or counts (a triphone "
               "with enough frames keeps its own pdf, the rest tie back to their biphone or "
               "phone state).")
-@click.option("--retree/--no-retree", default=True, show_default=True,
+@click.option("--retree/--no-retree", default=False, show_default=True,
               help="With --tree questions: LDA+MLLT grows its own tree from the triphones' "
               "alignments on its own features, as Kaldi's train_lda_mllt.sh (SAT keeps it); "
-              "else the triphones' tree serves every rung.")
+              "else the triphones' tree serves every rung (on speechocean762's 40-minute cut "
+              "the SAT GMM gave 73.97% with its own tree against 72.99% without).")
 @click.option("--gauss", type=click.IntRange(1), default=8000, show_default=True,
               help="Gaussians of the triphone, LDA+MLLT and SAT models.")
 @click.option("--iters", type=click.IntRange(1), default=20, show_default=True,
