@@ -117,18 +117,19 @@ def _loglike(n: np.ndarray, sx: np.ndarray, sxx: np.ndarray, floor: np.ndarray) 
     return -0.5 * n * np.log(var).sum(-1)
 
 
-def phone_questions(stats: ContextStats, phones: list[int], sil: Iterable[int],
+def phone_questions(stats: ContextStats, middle: dict[int, int], sil: Iterable[int],
                     floor: np.ndarray) -> list[frozenset[int]]:
-    """The nodes of a top-down binary clustering of the phones (and the utterance edge, 0,
-    with silence) by the Gaussian of their middle states' frames: Kaldi's ``cluster-phones``."""
+    """The nodes of a top-down binary clustering of the phones (``middle``: each phone's
+    middle state) and the utterance edge (0, with silence) by the Gaussian of their middle
+    states' frames: Kaldi's ``cluster-phones``."""
     sil = set(sil)
+    phones = sorted(middle)
     dim = stats.sx.shape[1]
     n, sx, sxx = {}, {}, {}
     for p in [0, *phones]:
         n[p], sx[p], sxx[p] = 0.0, np.zeros(dim), np.zeros(dim)
-    mids = stats.keys[:, 3] == 1
     for p in phones:
-        rows = mids & (stats.keys[:, 1] == p)
+        rows = (stats.keys[:, 1] == p) & (stats.keys[:, 3] == middle[p])
         n[p] += stats.n[rows].sum()
         sx[p] += stats.sx[rows].sum(0)
         sxx[p] += stats.sxx[rows].sum(0)
@@ -212,7 +213,8 @@ def grow_question_tree(stats: ContextStats, topo: Topology, ci_phones: Iterable[
     total = stats.n.sum()
     mean_var = (stats.sxx.sum(0) / max(total, 1.0) - (stats.sx.sum(0) / max(total, 1.0)) ** 2)
     floor = VAR_FLOOR_RATIO * np.maximum(mean_var, 1e-10)
-    questions = [q for q in phone_questions(stats, phones, ci, floor) if len(q) < len(phones) + 1]
+    middle = {p: topo.num_states[p] // 2 for p in phones}
+    questions = [q for q in phone_questions(stats, middle, ci, floor) if len(q) < len(phones) + 1]
     values = [0, *phones]
     col = {p: i for i, p in enumerate(values)}
     member = np.array([[p in q for p in values] for q in questions], dtype=np.float64)

@@ -81,7 +81,7 @@ def test_the_questions_cluster_phones_that_sound_alike() -> None:
         utts.append((x, phone, state, starts))
     stats = context_stats(utts)
     floor = np.full(DIM, 1e-3)
-    questions = phone_questions(stats, PHONES, [SIL], floor)
+    questions = phone_questions(stats, {p: 1 for p in PHONES}, [SIL], floor)
     assert frozenset([6, 7]) in questions
     assert frozenset([0, *PHONES]) == questions[0]
     assert any({0, SIL} <= q and len(q) < 4 for q in questions)   # the edge sits with silence
