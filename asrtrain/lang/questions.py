@@ -86,10 +86,14 @@ def _reduce(codes: np.ndarray, n: np.ndarray, sx: np.ndarray, sxx: np.ndarray) -
 
 
 def context_stats(items: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
-                  dim: int = 0) -> ContextStats:
+                  dim: int = 0, flush_rows: int = 100_000) -> ContextStats:
     """Stats of utterances given as ``(features, phone per frame, state per frame, the
-    frames where phones start)``; a phone's neighbours are its context (0 at the edges)."""
-    codes, ns, sxs, sxxs = [], [], [], []
+    frames where phones start)``; a phone's neighbours are its context (0 at the edges).
+    The parts are summed whenever they hold ``flush_rows`` rows, so memory follows the
+    distinct contexts, not the frames."""
+    total = ContextStats.empty(dim)
+    parts: list[ContextStats] = []
+    rows = 0
     for x, phone, state, starts in items:
         seg_phone = phone[starts]
         lengths = np.diff(np.concatenate([starts, [len(phone)]]))
@@ -97,15 +101,19 @@ def context_stats(items: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray, np.n
         right = np.concatenate([seg_phone[1:], [0]])
         keys = np.stack([np.repeat(left, lengths), phone, np.repeat(right, lengths), state], 1)
         xd = x.astype(np.float64)
-        part = _reduce(_pack(keys), np.ones(len(phone)), xd, xd * xd)
-        codes.append(_pack(part.keys))
-        ns.append(part.n)
-        sxs.append(part.sx)
-        sxxs.append(part.sxx)
-    if not codes:
-        return ContextStats.empty(dim)
-    return _reduce(np.concatenate(codes), np.concatenate(ns), np.concatenate(sxs),
-                   np.concatenate(sxxs))
+        parts.append(_reduce(_pack(keys), np.ones(len(phone)), xd, xd * xd))
+        rows += len(parts[-1].n)
+        if rows >= flush_rows:
+            total, parts, rows = _sum([total, *parts], dim), [], 0
+    return _sum([total, *parts], dim)
+
+
+def _sum(parts: list[ContextStats], dim: int) -> ContextStats:
+    parts = [p for p in parts if len(p.n)]
+    if len(parts) <= 1:
+        return parts[0] if parts else ContextStats.empty(dim)
+    return _reduce(np.concatenate([_pack(p.keys) for p in parts]), np.concatenate([p.n for p in parts]),
+                   np.concatenate([p.sx for p in parts]), np.concatenate([p.sxx for p in parts]))
 
 
 def _loglike(n: np.ndarray, sx: np.ndarray, sxx: np.ndarray, floor: np.ndarray) -> np.ndarray:

@@ -43,9 +43,10 @@ def _utterances(rng: np.random.Generator, n: int = 300) -> list[tuple]:
 
 
 def test_jobs_summed_equal_one_process_and_count_every_frame() -> None:
+    """(One job's part also summed every few rows, as a large share is: the same stats.)"""
     utts = _utterances(np.random.default_rng(0), 60)
     whole = context_stats(utts)
-    summed = context_stats(utts[:25]).add(context_stats(utts[25:]))
+    summed = context_stats(utts[:25], flush_rows=7).add(context_stats(utts[25:]))
     np.testing.assert_array_equal(whole.keys, summed.keys)
     np.testing.assert_allclose(whole.sx, summed.sx)
     np.testing.assert_allclose(whole.sxx, summed.sxx)
@@ -55,6 +56,7 @@ def test_jobs_summed_equal_one_process_and_count_every_frame() -> None:
     key = (0, SIL, int(first[1][first[3][1]]), 0)
     assert any((row == key).all() for row in whole.keys)
     assert context_stats([]).add(whole) is whole
+    assert context_stats([], DIM).sx.shape == (0, DIM)
 
 
 def test_the_planted_context_effect_is_the_first_split_and_unseen_contexts_reach_a_leaf() -> None:
