@@ -55,6 +55,7 @@ ali_stages=${ali_stages-mono,tri,lda,sat}
 ali_splits=${ali_splits-dev}        # aligned with train (their archives get targets)
 ali_mono_gauss=${ali_mono_gauss-}
 ali_leaves=${ali_leaves-}
+ali_tree=${ali_tree-}               # questions (Kaldi's likelihood tree) or counts; empty: prepare align's
 ali_gauss=${ali_gauss-}
 mono_iters=${mono_iters-}
 mono_utts=${mono_utts-}
@@ -239,7 +240,7 @@ hybrid_align() {
   # from the aligner's transcript-free estimate: it is not written
   if [ -n "$ali_splits" ]; then split_opt+=(--no-held-out-sat-feats); fi
   opts o --mono-gauss:ali_mono_gauss --mono-iters:mono_iters --mono-utts:mono_utts \
-    --leaves:ali_leaves --gauss:ali_gauss --iters:ali_iters --max-lost:ali_max_lost --nj:ali_nj \
+    --leaves:ali_leaves --tree:ali_tree --gauss:ali_gauss --iters:ali_iters --max-lost:ali_max_lost --nj:ali_nj \
     --job-cmd:ali_job_cmd
   done_or_run align "$ali" \
     asrtrain prepare align "$dict" "$data/mfcc/train" "$ali" "${split_opt[@]}" --stages "$ali_stages" \
