@@ -7,8 +7,8 @@ their own gets no frames and would keep the flat start's global Gaussian. Alignm
 never asks for it (a transcript's contexts are training contexts), but a decoding graph
 does, for every context training did not have (a word pair never seen across a word
 boundary), and a global Gaussian there lets the decoder insert words through silence
-(seen on yesno: 68 insertions in 232 words). Kaldi's question trees have no such
-nodes: each leaf is a set of contexts with data. Here each back-off pdf without frames
+(seen on yesno: 68 insertions in 232 words). Kaldi's question trees (``lang/questions.py``, the
+aligner's default) have no such nodes: each leaf is a set of contexts with data. Here each back-off pdf without frames
 of its own becomes one Gaussian of the frames of the pdfs it backs off for, pooled,
 re-estimated at every iteration.
 """

@@ -4,8 +4,9 @@ start → triphones on asrtrain's tree → LDA+MLLT → SAT (per-speaker fMLLR).
 - **mono**: every pdf starts as one Gaussian with the global mean and variance;
   the first statistics come from equal alignments (the transcript's first
   pronunciations between two silences, frames shared evenly by the states).
-- **tri**: the tree (``lang/tree.py``) is built on the monophone alignments; each
-  triphone pdf starts as one Gaussian from its frames under them, then mixes up.
+- **tri**: the tree (Kaldi's likelihood tree, ``lang/questions.py``; or the frame-count
+  tree of ``lang/tree.py``) is built on the monophone alignments; each triphone pdf
+  starts as one Gaussian from its frames under them, then mixes up.
 - **lda**: MFCC spliced ±3 frames, LDA to 40 dimensions with the tree's pdfs as
   classes, then MLLT re-estimated at set iterations (the model's means rotated with it).
 - **sat**: a per-speaker fMLLR transform estimated against the model at set

@@ -8,6 +8,10 @@ triphones; everything rarer ties back towards the context-independent state. T i
 by bisection so the tree has about ``--num-pdfs`` pdfs. Silence is context-independent.
 Pdfs never span two phones or two states, so a pdf names its phone and state: the
 decoder relies on that for self-loops and word times.
+
+That frame-count tree is ``prepare lang``'s and ``prepare align --tree counts``'s; the
+aligner's default is Kaldi's likelihood tree (``questions.py``), kept here as each split
+phone state's ``questions`` (a phone state that never splits is its CI pdf).
 """
 
 from __future__ import annotations
