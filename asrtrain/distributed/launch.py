@@ -186,13 +186,13 @@ def set_threads(local_world_size: int) -> int:
     """Share the cores among the local workers (spawned workers otherwise oversubscribe).
 
     ``OMP_NUM_THREADS`` wins when set (torchrun sets it to 1); otherwise each of the
-    node's workers gets an equal share of its cores.
+    node's workers gets an equal share of the cores it may run on.
     """
     import torch
 
     n = int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
-    if n <= 0:
-        n = max(1, (os.cpu_count() or 1) // max(local_world_size, 1))
+    if n <= 0:   # the cores this process may run on (a batch job's share), not the node's
+        n = max(1, len(os.sched_getaffinity(0)) // max(local_world_size, 1))
     torch.set_num_threads(n)
     return n
 
