@@ -1,6 +1,6 @@
 # path.sh, one for every recipe (sourced by hybrid.sh and transcribe.sh): the project's venv
-# first on PATH, one thread per process (learners are processes; more threads per process only
-# fight over the cores). Site settings (extra PATH entries, a Kaldi tree) go here.
+# first on PATH, one thread per process (jobs are processes; more threads per process only
+# fight over the cores; the train stage unsets it so its learners share the host's cores). Site settings (extra PATH entries, a Kaldi tree) go here.
 utils_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "$utils_dir/../.." && pwd)
 [ -x "$repo_root/.venv/bin/asrtrain" ] && export PATH="$repo_root/.venv/bin:$PATH"
