@@ -337,8 +337,6 @@ def _keepalive(conn: Connection) -> Connection:
     return conn
 
 
-
-
 # --- the worker's side ---
 
 class ParentWatch:
