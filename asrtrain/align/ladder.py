@@ -33,6 +33,7 @@ from asrtrain.align.train import StageSpec, train_stage
 
 if TYPE_CHECKING:
     from asrtrain.align.parallel import Jobs
+    from asrtrain.lang.hmm import Topology
 
 log = logging.getLogger("asrtrain.align")
 
@@ -136,18 +137,15 @@ def train_tri(prev: Rung, jobs: Jobs, phones: list[int], sil: int,
     their moves and contexts, summed here: Kaldi's acc-tree-stats and sum-tree-stats):
     by the likelihood of the contexts' frames (``cfg.tree`` questions) or their counts."""
     from asrtrain.lang.hmm import states_per_phone
-    from asrtrain.lang.questions import question_tree
     from asrtrain.lang.tree import tree_from_counts
 
     topo = jobs.topology(states_per_phone(phones, states=3, sil_phones=[sil], sil_states=3))
     if cfg.tree == "questions":
-        tree = question_tree(jobs.context_stats(), topo,
-                             ci_phones=[sil], num_pdfs=cfg.tri_leaves)
+        pdfs = _question_pdfs(jobs, topo, [sil], cfg)
     else:
-        tree = tree_from_counts(jobs.contexts(topo), topo, ci_phones=[sil],
-                                num_pdfs=cfg.tri_leaves)
-    pdfs = TreePdfs(tree)
-    jobs.relabel(pdfs)
+        pdfs = TreePdfs(tree_from_counts(jobs.contexts(topo), topo, ci_phones=[sil],
+                                         num_pdfs=cfg.tri_leaves))
+        jobs.relabel(pdfs)
     model = _single_gaussians(pdfs.num_pdfs, jobs)   # Kaldi's gmm-init-model, then mix up
     model = train_stage(cfg.spec("tri"), jobs, model, pdfs, prev.trans, cfg.beams, failures,
                         var_floor(jobs))
@@ -164,7 +162,7 @@ def train_lda(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
     jobs.use_front(front)
     pdfs = prev.pdfs
     if cfg.retree and cfg.tree == "questions" and isinstance(pdfs, TreePdfs):
-        pdfs = _regrow(pdfs, jobs, cfg)
+        pdfs = _question_pdfs(jobs, pdfs.tree.topo, pdfs.tree.ci_phones, cfg)
     model = _single_gaussians(pdfs.num_pdfs, jobs)
     floor = var_floor(jobs)
 
@@ -181,18 +179,17 @@ def train_lda(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
     return Rung("lda", front, pdfs, model, prev.trans)
 
 
-def _regrow(pdfs: TreePdfs, jobs: Jobs, cfg: LadderConfig) -> TreePdfs:
-    """A new question tree from the previous rung's alignments under the current front end
-    (Kaldi's ``train_lda_mllt.sh`` builds its tree on the LDA features); the alignments
-    relabelled with it."""
+def _question_pdfs(jobs: Jobs, topo: Topology, ci_phones: list[int],
+                   cfg: LadderConfig) -> TreePdfs:
+    """A question tree from the current alignments under the current front end, the
+    alignments relabelled with it (the triphones' tree; with ``retree``, LDA+MLLT's, as
+    Kaldi's ``train_lda_mllt.sh`` builds its tree on the LDA features)."""
     from asrtrain.lang.questions import question_tree
 
-    old = pdfs.tree
-    tree = question_tree(jobs.context_stats(), old.topo, ci_phones=old.ci_phones,
-                         num_pdfs=cfg.tri_leaves)
-    new = TreePdfs(tree)
-    jobs.relabel(new)
-    return new
+    pdfs = TreePdfs(question_tree(jobs.context_stats(), topo, ci_phones=ci_phones,
+                                  num_pdfs=cfg.tri_leaves))
+    jobs.relabel(pdfs)
+    return pdfs
 
 
 def _single_gaussians(num_pdfs: int, jobs: Jobs) -> AcousticModel:

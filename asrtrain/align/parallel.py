@@ -254,10 +254,7 @@ class Jobs:
         """Frames, sums and squares per (left, phone, right, state) under the current front
         end, the jobs' summed (Kaldi's acc-tree-stats and sum-tree-stats)."""
         parts = self.call("context_stats")
-        total = parts[0]
-        for part in parts[1:]:
-            total = total.add(part)
-        return total
+        return ContextStats.total(parts, parts[0].sx.shape[1])
 
     def pdf_frames(self, num_pdfs: int) -> np.ndarray:
         return sum(self.call("pdf_frames", num_pdfs))

@@ -252,7 +252,7 @@ class Workers:
         ``Exception`` (logging does, when the signal comes during a blocked write to a
         full stderr pipe) and would otherwise let the run go on to exit 0."""
         self.terminated = True
-        raise Terminated("stopped by SIGTERM; the alignment jobs were ended")
+        self.check()
 
     def check(self) -> None:
         """Raise ``Terminated`` if SIGTERM came and its exception was swallowed."""

@@ -53,14 +53,18 @@ class ContextStats:
         return cls(np.zeros((0, 4), np.int64), np.zeros(0), np.zeros((0, dim)), np.zeros((0, dim)))
 
     def add(self, other: ContextStats) -> ContextStats:
-        """The two summed key by key (the parent sums its jobs')."""
-        if len(other.n) == 0:
-            return self
-        if len(self.n) == 0:
-            return other
-        codes = np.concatenate([_pack(self.keys), _pack(other.keys)])
-        return _reduce(codes, np.concatenate([self.n, other.n]),
-                       np.concatenate([self.sx, other.sx]), np.concatenate([self.sxx, other.sxx]))
+        """The two summed key by key."""
+        return ContextStats.total([self, other], self.sx.shape[1])
+
+    @staticmethod
+    def total(parts: list[ContextStats], dim: int) -> ContextStats:
+        """Every part summed key by key in one pass (the parent sums its jobs')."""
+        parts = [p for p in parts if len(p.n)]
+        if len(parts) <= 1:
+            return parts[0] if parts else ContextStats.empty(dim)
+        return _reduce(np.concatenate([_pack(p.keys) for p in parts]),
+                       np.concatenate([p.n for p in parts]),
+                       np.concatenate([p.sx for p in parts]), np.concatenate([p.sxx for p in parts]))
 
 
 def _pack(keys: np.ndarray) -> np.ndarray:
@@ -104,16 +108,8 @@ def context_stats(items: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray, np.n
         parts.append(_reduce(_pack(keys), np.ones(len(phone)), xd, xd * xd))
         rows += len(parts[-1].n)
         if rows >= flush_rows:
-            total, parts, rows = _sum([total, *parts], dim), [], 0
-    return _sum([total, *parts], dim)
-
-
-def _sum(parts: list[ContextStats], dim: int) -> ContextStats:
-    parts = [p for p in parts if len(p.n)]
-    if len(parts) <= 1:
-        return parts[0] if parts else ContextStats.empty(dim)
-    return _reduce(np.concatenate([_pack(p.keys) for p in parts]), np.concatenate([p.n for p in parts]),
-                   np.concatenate([p.sx for p in parts]), np.concatenate([p.sxx for p in parts]))
+            total, parts, rows = ContextStats.total([total, *parts], dim), [], 0
+    return ContextStats.total([total, *parts], dim)
 
 
 def _loglike(n: np.ndarray, sx: np.ndarray, sxx: np.ndarray, floor: np.ndarray) -> np.ndarray:
