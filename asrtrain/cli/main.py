@@ -31,6 +31,7 @@ INTERRUPTED = 130
 COMMANDS = {
     "prepare": "asrtrain.cli.prepare:prepare",
     "train": "asrtrain.cli.train:train",
+    "train-seq": "asrtrain.cli.train_seq:train_seq",
     "decode": "asrtrain.cli.decode:decode",
     "score": "asrtrain.cli.score:score",
     "export": "asrtrain.cli.export:export",

@@ -97,10 +97,11 @@ def decode_context(meta: dict[str, Any], asked: int | None = None) -> int:
     return int((meta.get("train_config") or {}).get("context") or 0)
 
 
-def network_scores(model: Any, archive: Any, selection: Any, span: tuple[int, int, int], log_prior: Any,
-                   context: int, device: Any = None) -> Any:
-    """log posterior − log prior [frames, pdfs] (a tensor) of the utterance at ``span`` (first
-    chunk, chunks, frames) of ``archive``: its chunks with ``context`` frames each side, in one batch."""
+def utterance_logits(model: Any, archive: Any, selection: Any, span: tuple[int, int, int], context: int,
+                     device: Any = None) -> Any:
+    """The network's outputs [frames, pdfs] for the utterance at ``span`` (first chunk, chunks,
+    frames) of ``archive``: its chunks with ``context`` frames each side, in one batch, the
+    padding cut. Differentiable: sequence training calls it outside ``inference_mode``."""
     import torch
 
     from asrtrain.data.context import middle, read_with_context
@@ -108,10 +109,19 @@ def network_scores(model: Any, archive: Any, selection: Any, span: tuple[int, in
     first, count, frames = span
     feats, _ = read_with_context(archive, first, first + count, context)
     x = torch.from_numpy(selection.take(feats).astype(np.float32))
+    logits = middle(model(x if device is None else x.to(device)), context)
+    return logits.float().reshape(-1, logits.shape[-1])[:frames]
+
+
+def network_scores(model: Any, archive: Any, selection: Any, span: tuple[int, int, int], log_prior: Any,
+                   context: int, device: Any = None) -> Any:
+    """log posterior − log prior [frames, pdfs] (a tensor) of the utterance at ``span`` (first
+    chunk, chunks, frames) of ``archive``: its chunks with ``context`` frames each side, in one batch."""
+    import torch
+
     with torch.inference_mode():
-        logits = middle(model(x if device is None else x.to(device)), context)
-        scores = torch.log_softmax(logits.float(), dim=-1).reshape(-1, logits.shape[-1])[:frames]
-        return scores - log_prior
+        logits = utterance_logits(model, archive, selection, span, context, device)
+        return torch.log_softmax(logits, dim=-1) - log_prior
 
 
 class ModelScorer:

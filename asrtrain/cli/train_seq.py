@@ -1,0 +1,57 @@
+"""``asrtrain train-seq``: sequence training (MMI) of a cross-entropy model on its lattices."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from asrtrain.cli.options import POSITIVE, config_option
+from asrtrain.train.sequence_config import SequenceConfig
+
+_D = SequenceConfig()
+
+
+@click.command("train-seq")
+@config_option
+@click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("archive", type=click.Path(exists=True, path_type=Path))
+@click.argument("lattices", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--valid", type=click.Path(exists=True, path_type=Path),
+              help="Held-out archive: its frame loss and accuracy after each epoch.")
+@click.option("--acwt", type=POSITIVE, default=_D.acwt, show_default=True,
+              help="Acoustic scale of the lattice's paths (κ).")
+@click.option("--lr", type=POSITIVE, default=_D.lr, show_default=True,
+              help="SGD rate per frame of a step.")
+@click.option("--momentum", type=click.FloatRange(0, 1, max_open=True), default=_D.momentum, show_default=True)
+@click.option("--epochs", type=click.IntRange(1), default=_D.epochs, show_default=True)
+@click.option("--ce-weight", type=click.FloatRange(0), default=_D.ce_weight, show_default=True,
+              help="Share of the frame cross-entropy added to the MMI loss (frame smoothing).")
+@click.option("--utts-per-step", type=click.IntRange(1), default=_D.utts_per_step, show_default=True)
+@click.option("--drop-frames/--keep-frames", default=_D.drop_frames, show_default=True,
+              help="Leave out frames whose reference pdf the lattice never visits (Kaldi's --drop-frames).")
+@click.option("--seed", type=int, default=_D.seed, show_default=True, help="Order of the utterances.")
+@click.option("--max-utts", type=click.IntRange(1), default=None, help="Only the first N utterances of an epoch.")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads [the cores this process may use].")
+@click.pass_context
+def train_seq(ctx: click.Context, model: Path, archive: Path, lattices: Path, out: Path, valid: Path | None,
+              threads: int | None, config: str | None, **options: object) -> None:
+    """Train MODEL (a cross-entropy final.pt) further with MMI: ARCHIVE is its training archive
+    (the reference pdfs are its targets), LATTICES the decode dir (or its lat/) of
+    `asrtrain decode MODEL GRAPH ARCHIVE DIR --lattices`, the denominator. Writes
+    OUT/epoch<N>.pt, OUT/final.pt (the last epoch; decode it as any final.pt) and
+    OUT/history.json."""
+    import torch
+
+    from asrtrain.cli.options import resolved_params
+    from asrtrain.core.runlog import command_run
+    from asrtrain.distributed.launch import set_threads
+    from asrtrain.train.sequence import SequenceTrainer
+
+    set_threads(1) if threads is None else torch.set_num_threads(threads)
+    cfg = SequenceConfig(**options)  # type: ignore[arg-type]
+    out.mkdir(parents=True, exist_ok=True)
+    with command_run("train-seq", out, resolved_params(ctx)):
+        final = SequenceTrainer(model, archive, lattices, out, cfg, valid).run()
+    click.echo(f"{final}: MMI-trained from {model}")

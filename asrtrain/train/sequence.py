@@ -1,0 +1,207 @@
+"""Sequence training: a cross-entropy ``final.pt`` trained further with MMI on denominator lattices.
+
+Read top to bottom: load the model and the training archive (the reference pdfs are its
+targets), the lattices a decoding of that archive kept (``decode --lattices``, one search
+per utterance with the cross-entropy model), then epochs of steps over a few whole
+utterances each: the network's log-posteriors with gradient, the lattice's forward-backward
+on them (``mmi.py``), the loss ``−Σ κ(γ_num − γ_den)·log p(s|x)`` plus a share of the
+frame cross-entropy (Su et al.'s frame smoothing: MMI alone drifts from the frame targets
+and overfits small corpora), SGD with momentum. Each epoch writes ``epoch<N>.pt`` (a
+``final.pt``: the priors, layout and metadata of the model it started from) and its
+held-out frame figures; ``final.pt`` is the last epoch's. One learner: the lattices are
+per utterance, and the corpora this serves train in minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from asrtrain.core.errors import InputError
+from asrtrain.train.sequence_config import SequenceConfig
+
+log = logging.getLogger("asrtrain.train")
+
+
+def read_lattices(lat_dir: Path, num_pdfs: int) -> dict[str, Any]:
+    """Every utterance's lattice of a decode dir (``decode --lattices``'s OUT, or its lat/),
+    unrolled to frames; an empty lattice (a search that kept nothing) is left out. Its labels
+    must be pdf+1: a Kaldi graph's transition-ids (no ``pdf_map_id`` beside them) are refused."""
+    from asrtrain.decode.first_pass import PDF_MAP_FILE
+    from asrtrain.decode.lattice_io import read_archive
+    from asrtrain.train.mmi import LatticeFrames
+
+    decode_dir = lat_dir if (lat_dir / "lat").is_dir() else lat_dir.parent
+    files = sorted((decode_dir / "lat").glob("lat.*.gz"))
+    if not files:
+        raise InputError("no lattice archives (lat/lat.*.gz): decode the training archive with --lattices", lat_dir)
+    if not (decode_dir / PDF_MAP_FILE).is_file():
+        raise InputError(f"no {PDF_MAP_FILE}: lattices of a Kaldi graph (transition-ids) cannot be "
+                         "read as pdfs here; decode on asrtrain's graph", decode_dir)
+    out: dict[str, Any] = {}
+    for path in files:
+        for utt, lat in read_archive(path):
+            if not lat.num_states:
+                continue
+            frames = LatticeFrames.of(lat)
+            top = max(frames.arc_pdf.max(initial=-1), frames.final_pdf.max(initial=-1))
+            if top >= num_pdfs or min(frames.arc_pdf.min(initial=0), frames.final_pdf.min(initial=0)) < 0:
+                raise InputError(f"utterance {utt}: lattice label of pdf {top} outside the model's "
+                                 f"{num_pdfs} pdfs (a graph of another tree)", path)
+            out[utt] = frames
+    return out
+
+
+def _references(archive: Any, span: tuple[int, int, int]) -> np.ndarray:
+    first, count, frames = span
+    _, targets = archive.read_chunks(first, first + count)
+    return targets.reshape(-1)[:frames].astype(np.int64)
+
+
+class SequenceTrainer:
+    """The state of one sequence-training run (model, data, optimiser) and its loop."""
+
+    def __init__(self, model_path: Path, archive_path: Path, lat_dir: Path, out: Path,
+                 cfg: SequenceConfig, valid_path: Path | None = None) -> None:
+        from asrtrain.data.context import check_context
+        from asrtrain.data.streams import model_input
+        from asrtrain.decode.loglikes import decode_context, log_priors
+        from asrtrain.model.io import load_final
+        from asrtrain.train.validate import open_archive
+
+        cfg.check()
+        self.cfg, self.out, self.model_path = cfg, Path(out), Path(model_path)
+        self.final = load_final(model_path)
+        self.archive = open_archive(Path(archive_path), "training")
+        if self.archive.num_pdfs != self.final.config.num_pdfs:
+            raise InputError(f"the archive's targets have {self.archive.num_pdfs} pdfs, the model "
+                             f"{self.final.config.num_pdfs}: they come from different trees", archive_path)
+        self.input = model_input(self.final.meta, self.archive)
+        self.context = decode_context(self.final.meta)
+        check_context(self.context, self.archive.chunk)
+        self.log_prior = torch.from_numpy(log_priors(self.final.priors, self.final.config.num_pdfs, model_path))
+        self.valid = open_archive(Path(valid_path), "held-out") if valid_path else None
+        lattices = read_lattices(Path(lat_dir), self.final.config.num_pdfs)
+        self.utts = [(u, (f, n, t)) for u, f, n, t in self.archive.utterances if u in lattices]
+        missing = len(self.archive.utterances) - len(self.utts)
+        if not self.utts:
+            raise InputError("no utterance of the training archive has a lattice here", lat_dir)
+        if missing:
+            log.warning("%d of %d training utterances have no lattice (no search survived, or not "
+                        "decoded): trained on the other %d", missing, len(self.archive.utterances), len(self.utts))
+        self.lattices = lattices
+        self.model = self.final.model
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+
+    def _utterance_loss(self, utt: str, span: tuple[int, int, int]) -> tuple[torch.Tensor, dict[str, float]]:
+        """The summed loss of one utterance and its figures (MMI objective, kept frames)."""
+        from asrtrain.decode.loglikes import utterance_logits
+        from asrtrain.train.mmi import mmi_targets
+
+        logits = utterance_logits(self.model, self.archive, self.input, span, self.context)
+        logp = torch.log_softmax(logits, dim=-1)
+        ref = _references(self.archive, span)
+        try:
+            mmi = mmi_targets(self.lattices[utt], (logp.detach() - self.log_prior).numpy(), ref,
+                              self.cfg.acwt, self.cfg.drop_frames)
+        except ValueError as exc:
+            raise InputError(f"utterance {utt}: {exc}") from None
+        weights = torch.from_numpy(mmi.weights)
+        ce = -logp[torch.arange(ref.size), torch.from_numpy(ref)].sum()
+        loss = -(weights * logp).sum() + self.cfg.ce_weight * ce
+        return loss, {"objective": mmi.objective, "frames": float(ref.size), "kept": float(mmi.kept.sum()),
+                      "num_post": mmi.num_post * float(mmi.kept.sum()), "ce": float(ce.detach())}
+
+    def epoch(self, n: int) -> dict[str, float]:
+        """One pass over the utterances in a seeded order; the figures summed over it."""
+        rng = np.random.default_rng(self.cfg.seed + n)
+        order = rng.permutation(len(self.utts))[: self.cfg.max_utts]
+        sums = {"objective": 0.0, "frames": 0.0, "kept": 0.0, "num_post": 0.0, "ce": 0.0}
+        self.model.train()
+        start, shown = time.monotonic(), time.monotonic()
+        for i in range(0, len(order), self.cfg.utts_per_step):
+            group = [self.utts[k] for k in order[i:i + self.cfg.utts_per_step]]
+            self.opt.zero_grad(set_to_none=True)
+            losses, frames = [], 0.0
+            for utt, span in group:
+                loss, figs = self._utterance_loss(utt, span)
+                losses.append(loss)
+                frames += figs["frames"]
+                for k, v in figs.items():
+                    sums[k] += v
+            total = torch.stack(losses).sum() / frames
+            if not torch.isfinite(total):
+                raise InputError(f"a non-finite MMI loss at utterances {[u for u, _ in group]}")
+            total.backward()
+            self.opt.step()
+            if time.monotonic() - shown > 30:
+                shown = time.monotonic()
+                log.info("sequence epoch %d: %d/%d utterances in %.0fs, objective %.4f a frame", n,
+                         min(i + len(group), len(order)), len(order), shown - start,
+                         sums["objective"] / max(sums["frames"], 1))
+        frames = max(sums["frames"], 1.0)
+        return {"epoch": n, "mmi_objective": sums["objective"] / frames, "train_ce": sums["ce"] / frames,
+                "kept_frames": sums["kept"] / frames, "ref_den_posterior": sums["num_post"] / max(sums["kept"], 1),
+                "seconds": time.monotonic() - start, "frames_per_second": frames / (time.monotonic() - start)}
+
+    def objective(self) -> float:
+        """The MMI objective a frame of the model as it is, over every utterance (no update)."""
+        total, frames = 0.0, 0.0
+        self.model.eval()
+        with torch.no_grad():
+            for utt, span in self.utts:
+                _, figs = self._utterance_loss(utt, span)
+                total, frames = total + figs["objective"], frames + figs["frames"]
+        return total / max(frames, 1.0)
+
+    def held_out(self) -> dict[str, float]:
+        """The held-out frame loss and accuracy against the archive's targets (empty without one)."""
+        if self.valid is None:
+            return {}
+        from asrtrain.data.context import with_context
+        from asrtrain.train.validate import evaluate, figures
+
+        sel = self.input.on(self.valid, "held-out")
+        return figures(evaluate(self.model, with_context(self.valid, self.context), 64,
+                                torch.device("cpu"), None, columns=sel.index))
+
+    def save(self, path: Path, history: list[dict[str, Any]]) -> Path:
+        from asrtrain.model.io import save_final
+
+        meta = dict(self.final.meta)
+        meta["sequence"] = {"criterion": "mmi", "init": str(self.model_path), "config": asdict(self.cfg),
+                            "history": history}
+        self.model.eval()
+        return save_final(path, self.model, self.final.priors, self.final.layout, meta)
+
+    def run(self) -> Path:
+        self.out.mkdir(parents=True, exist_ok=True)
+        history: list[dict[str, Any]] = [{"epoch": 0, "mmi_objective": self.objective(), **self.held_out()}]
+        log.info("sequence training %s: %d utterances, MMI at acoustic scale %g: objective %.4f a frame, %s",
+                 self.model_path, len(self.utts), self.cfg.acwt, history[0]["mmi_objective"],
+                 _held_out_text(history[0]))
+        for n in range(1, self.cfg.epochs + 1):
+            row = {**self.epoch(n), **self.held_out()}
+            history.append(row)
+            log.info("sequence epoch %d: MMI objective %.4f a frame, %.1f%% of frames kept, reference "
+                     "posterior %.3f, %.0f frames/s | %s", n, row["mmi_objective"], 100 * row["kept_frames"],
+                     row["ref_den_posterior"], row["frames_per_second"], _held_out_text(row))
+            if not math.isfinite(row["mmi_objective"]):
+                raise InputError("the MMI objective is not finite: lower --lr", self.out)
+            self.save(self.out / f"epoch{n}.pt", history)
+        (self.out / "history.json").write_text(json.dumps(history, indent=1) + "\n")
+        return self.save(self.out / "final.pt", history)
+
+
+def _held_out_text(row: dict[str, Any]) -> str:
+    if "valid_loss" not in row:
+        return "no held-out set"
+    return f"held-out loss {row['valid_loss']:.4f} acc {100 * row['valid_acc']:.1f}%"

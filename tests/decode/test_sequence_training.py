@@ -1,0 +1,73 @@
+"""``asrtrain train-seq``: MMI on the lattices ``decode --lattices`` kept of the training archive.
+
+The model of the ``trained`` fixture is decoded on its own training archive (the denominator
+lattices), trained two epochs with MMI through the CLI, and must (a) raise the MMI objective
+the trainer's own code computes, (b) stay a ``final.pt`` that ``decode`` reads, with the
+priors and metadata of the model it started from, and (c) refuse lattices it cannot read as pdfs.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from asrtrain.cli.main import cli
+
+
+def _cli(*args: object) -> str:
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+@pytest.fixture(scope="module")
+def denlats(trained, mini_lang_dec, tmp_path_factory):
+    final, _, _ = trained
+    out = tmp_path_factory.mktemp("denlats") / "dec"
+    _cli("decode", final, mini_lang_dec / "graph", final.parent / "train.h5", out, "--nj", "1",
+         "--lattices", "--lmwt", "10", "--lattice-beam", "6")
+    return out
+
+
+def test_mmi_raises_its_objective_and_keeps_a_decodable_model(trained, denlats, mini_lang_dec, tmp_path):
+    from asrtrain.model.io import load_final
+    from asrtrain.train.sequence import SequenceTrainer
+    from asrtrain.train.sequence_config import SequenceConfig
+
+    final, dev, _ = trained
+    train = final.parent / "train.h5"
+    out = tmp_path / "mmi"
+    printed = _cli("train-seq", final, train, denlats, out, "--valid", train, "--epochs", "2",
+                   "--lr", "0.5", "--ce-weight", "0", "--threads", "1")
+    assert "MMI-trained" in printed
+    assert {p.name for p in out.glob("*.pt")} == {"epoch1.pt", "epoch2.pt", "final.pt"}
+    cfg = SequenceConfig()
+    before = SequenceTrainer(final, train, denlats, tmp_path / "x", cfg).objective()
+    after = SequenceTrainer(out / "final.pt", train, denlats, tmp_path / "y", cfg).objective()
+    assert after > before + 1e-4, (before, after)  # 0.3675 -> 0.3683: the lattices are almost right already
+    old, new = load_final(final), load_final(out / "final.pt")
+    np.testing.assert_allclose(new.priors, old.priors)
+    assert new.layout == old.layout
+    history = new.meta["sequence"]["history"]
+    assert [row["epoch"] for row in history] == [0, 1, 2]
+    assert history[0]["mmi_objective"] == pytest.approx(before, rel=1e-5)
+    assert all("valid_loss" in row for row in history)
+    _cli("decode", out / "final.pt", mini_lang_dec / "graph", dev, tmp_path / "dec", "--nj", "1", "--lmwt", "10")
+    assert (tmp_path / "dec" / "hyp" / "10.txt").read_text()
+
+
+def test_lattices_it_cannot_read_are_refused(trained, denlats, tmp_path):
+    final, _, _ = trained
+    train = final.parent / "train.h5"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = CliRunner().invoke(cli, ["train-seq", str(final), str(train), str(empty), str(tmp_path / "o")])
+    assert res.exit_code == 1 and "no lattice archives" in res.output and str(empty) in res.output
+    kaldi = tmp_path / "kaldi"
+    shutil.copytree(denlats / "lat", kaldi / "lat")  # no pdf_map_id: labels may be transition-ids
+    res = CliRunner().invoke(cli, ["train-seq", str(final), str(train), str(kaldi), str(tmp_path / "o")])
+    assert res.exit_code == 1 and "Kaldi graph" in res.output
+    assert not (tmp_path / "o" / "final.pt").exists()
