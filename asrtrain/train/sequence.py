@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import InputError
 from asrtrain.train.sequence_config import SequenceConfig
 
@@ -70,14 +71,16 @@ class SequenceTrainer:
     """The state of one sequence-training run (model, data, optimiser) and its loop."""
 
     def __init__(self, model_path: Path, archive_path: Path, lat_dir: Path, out: Path,
-                 cfg: SequenceConfig, valid_path: Path | None = None) -> None:
+                 cfg: SequenceConfig, valid_path: Path | None = None, device: str | None = None) -> None:
         from asrtrain.data.context import check_context
         from asrtrain.data.streams import model_input
         from asrtrain.decode.loglikes import decode_context, log_priors
         from asrtrain.model.io import load_final
         from asrtrain.train.validate import open_archive
+        from asrtrain.transcribe.network import pick_device
 
         cfg.check()
+        self.device = pick_device(device)
         self.cfg, self.out, self.model_path = cfg, Path(out), Path(model_path)
         self.final = load_final(model_path)
         self.archive = open_archive(Path(archive_path), "training")
@@ -87,7 +90,8 @@ class SequenceTrainer:
         self.input = model_input(self.final.meta, self.archive)
         self.context = decode_context(self.final.meta)
         check_context(self.context, self.archive.chunk)
-        self.log_prior = torch.from_numpy(log_priors(self.final.priors, self.final.config.num_pdfs, model_path))
+        self.log_prior = torch.from_numpy(log_priors(self.final.priors, self.final.config.num_pdfs, model_path)
+                                          ).to(self.device)
         self.valid = open_archive(Path(valid_path), "held-out") if valid_path else None
         lattices = read_lattices(Path(lat_dir), self.final.config.num_pdfs)
         self.utts = [(u, (f, n, t)) for u, f, n, t in self.archive.utterances if u in lattices]
@@ -98,7 +102,7 @@ class SequenceTrainer:
             log.warning("%d of %d training utterances have no lattice (no search survived, or not "
                         "decoded): trained on the other %d", missing, len(self.archive.utterances), len(self.utts))
         self.lattices = lattices
-        self.model = self.final.model
+        self.model = self.final.model.to(self.device)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
     def _utterance_loss(self, utt: str, span: tuple[int, int, int]) -> tuple[torch.Tensor, dict[str, float]]:
@@ -106,16 +110,16 @@ class SequenceTrainer:
         from asrtrain.decode.loglikes import utterance_logits
         from asrtrain.train.mmi import mmi_targets
 
-        logits = utterance_logits(self.model, self.archive, self.input, span, self.context)
+        logits = utterance_logits(self.model, self.archive, self.input, span, self.context, self.device)
         logp = torch.log_softmax(logits, dim=-1)
         ref = _references(self.archive, span)
         try:
-            mmi = mmi_targets(self.lattices[utt], (logp.detach() - self.log_prior).numpy(), ref,
+            mmi = mmi_targets(self.lattices[utt], (logp.detach() - self.log_prior).cpu().numpy(), ref,
                               self.cfg.acwt, self.cfg.drop_frames)
         except ValueError as exc:
             raise InputError(f"utterance {utt}: {exc}") from None
-        weights = torch.from_numpy(mmi.weights)
-        ce = -logp[torch.arange(ref.size), torch.from_numpy(ref)].sum()
+        weights = torch.from_numpy(mmi.weights).to(self.device)
+        ce = -logp[torch.arange(ref.size), torch.from_numpy(ref).to(self.device)].sum()
         loss = -(weights * logp).sum() + self.cfg.ce_weight * ce
         return loss, {"objective": mmi.objective, "frames": float(ref.size), "kept": float(mmi.kept.sum()),
                       "num_post": mmi.num_post * float(mmi.kept.sum()), "ce": float(ce.detach())}
@@ -171,7 +175,7 @@ class SequenceTrainer:
 
         sel = self.input.on(self.valid, "held-out")
         return figures(evaluate(self.model, with_context(self.valid, self.context), 64,
-                                torch.device("cpu"), None, columns=sel.index))
+                                self.device, None, columns=sel.index))
 
     def save(self, path: Path, history: list[dict[str, Any]]) -> Path:
         from asrtrain.model.io import save_final
@@ -197,7 +201,7 @@ class SequenceTrainer:
             if not math.isfinite(row["mmi_objective"]):
                 raise InputError("the MMI objective is not finite: lower --lr", self.out)
             self.save(self.out / f"epoch{n}.pt", history)
-        (self.out / "history.json").write_text(json.dumps(history, indent=1) + "\n")
+        write_text(self.out / "history.json", json.dumps(history, indent=1) + "\n")
         return self.save(self.out / "final.pt", history)
 
 

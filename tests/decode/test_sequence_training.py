@@ -12,6 +12,7 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 
 from asrtrain.cli.main import cli
@@ -71,3 +72,15 @@ def test_lattices_it_cannot_read_are_refused(trained, denlats, tmp_path):
     res = CliRunner().invoke(cli, ["train-seq", str(final), str(train), str(kaldi), str(tmp_path / "o")])
     assert res.exit_code == 1 and "Kaldi graph" in res.output
     assert not (tmp_path / "o" / "final.pt").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: MMI with the network on cuda")
+def test_mmi_on_the_gpu_matches_the_cpu(trained, denlats, tmp_path):
+    from asrtrain.train.sequence import SequenceTrainer
+    from asrtrain.train.sequence_config import SequenceConfig
+
+    final, _, _ = trained
+    train = final.parent / "train.h5"
+    cpu = SequenceTrainer(final, train, denlats, tmp_path / "c", SequenceConfig(), device="cpu").objective()
+    gpu = SequenceTrainer(final, train, denlats, tmp_path / "g", SequenceConfig(), device="cuda").objective()
+    assert gpu == pytest.approx(cpu, rel=1e-4)
