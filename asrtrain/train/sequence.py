@@ -61,10 +61,33 @@ def read_lattices(lat_dir: Path, num_pdfs: int) -> dict[str, Any]:
     return out
 
 
-def _references(archive: Any, span: tuple[int, int, int]) -> np.ndarray:
+def check_tree(lat_dir: Path, archive: Any) -> None:
+    """Refuse lattices whose pdfs mean other states than the archive's targets: the
+    ``pdf_map_id`` of the decode against the tree of the lang dir the targets came from
+    (``prepare lang``'s ``pdf_ali/`` beside its ``tree``), when that tree is still there."""
+    from asrtrain.decode.first_pass import PDF_MAP_FILE, pdf_map_id
+    from asrtrain.lang.tree import ContextTree
+
+    ali = ((archive.header or {}).get("options") or {}).get("ali")
+    tree = Path(str(ali)).parent.parent / "tree" if ali else None
+    decode_dir = lat_dir if (lat_dir / "lat").is_dir() else lat_dir.parent
+    if tree is None or not tree.is_file():
+        log.warning("the training targets' tree is not at hand: the lattices' pdfs are assumed to be theirs")
+        return
+    theirs = (decode_dir / PDF_MAP_FILE).read_text().strip()
+    ours = pdf_map_id(ContextTree.from_json(json.loads(tree.read_text())))
+    if theirs != ours:
+        raise InputError(f"the lattices were decoded on a graph of another tree ({theirs}) than the "
+                         f"archive's targets ({ours}, {tree})", decode_dir)
+
+
+def _references(archive: Any, utt: str, span: tuple[int, int, int]) -> np.ndarray:
     first, count, frames = span
     _, targets = archive.read_chunks(first, first + count)
-    return targets.reshape(-1)[:frames].astype(np.int64)
+    ref = targets.reshape(-1)[:frames].astype(np.int64)
+    if ref.size and ref.min() < 0:
+        raise InputError(f"utterance {utt}: frame {int(np.argmax(ref < 0))} has no target", archive.path)
+    return ref
 
 
 class SequenceTrainer:
@@ -94,6 +117,7 @@ class SequenceTrainer:
                                           ).to(self.device)
         self.valid = open_archive(Path(valid_path), "held-out") if valid_path else None
         lattices = read_lattices(Path(lat_dir), self.final.config.num_pdfs)
+        check_tree(Path(lat_dir), self.archive)
         self.utts = [(u, (f, n, t)) for u, f, n, t in self.archive.utterances if u in lattices]
         missing = len(self.archive.utterances) - len(self.utts)
         if not self.utts:
@@ -112,14 +136,14 @@ class SequenceTrainer:
 
         logits = utterance_logits(self.model, self.archive, self.input, span, self.context, self.device)
         logp = torch.log_softmax(logits, dim=-1)
-        ref = _references(self.archive, span)
+        ref = _references(self.archive, utt, span)
         try:
             mmi = mmi_targets(self.lattices[utt], (logp.detach() - self.log_prior).cpu().numpy(), ref,
                               self.cfg.acwt, self.cfg.drop_frames)
         except ValueError as exc:
             raise InputError(f"utterance {utt}: {exc}") from None
         weights = torch.from_numpy(mmi.weights).to(self.device)
-        ce = -logp[torch.arange(ref.size), torch.from_numpy(ref).to(self.device)].sum()
+        ce = -logp[torch.arange(ref.size, device=self.device), torch.from_numpy(ref).to(self.device)].sum()
         loss = -(weights * logp).sum() + self.cfg.ce_weight * ce
         return loss, {"objective": mmi.objective, "frames": float(ref.size), "kept": float(mmi.kept.sum()),
                       "num_post": mmi.num_post * float(mmi.kept.sum()), "ce": float(ce.detach())}

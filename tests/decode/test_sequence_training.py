@@ -84,3 +84,13 @@ def test_mmi_on_the_gpu_matches_the_cpu(trained, denlats, tmp_path):
     cpu = SequenceTrainer(final, train, denlats, tmp_path / "c", SequenceConfig(), device="cpu").objective()
     gpu = SequenceTrainer(final, train, denlats, tmp_path / "g", SequenceConfig(), device="cuda").objective()
     assert gpu == pytest.approx(cpu, rel=1e-4)
+
+
+def test_lattices_of_another_tree_are_refused(trained, denlats, tmp_path):
+    final, _, _ = trained
+    other = tmp_path / "other"
+    shutil.copytree(denlats, other)
+    (other / "pdf_map_id").write_text("0123456789abcdef\n")  # as a graph of another tree writes
+    res = CliRunner().invoke(cli, ["train-seq", str(final), str(final.parent / "train.h5"), str(other),
+                                   str(tmp_path / "o")])
+    assert res.exit_code == 1 and "another tree" in res.output, res.output
