@@ -120,7 +120,7 @@ class MmiFrames:
     """One utterance's MMI weights for the trainer, and what it reports."""
 
     weights: np.ndarray  # float32 [T, P]: κ(γ_num − γ_den), zero on dropped frames
-    objective: float  # F of the utterance (over its kept frames' numerator, the whole denominator)
+    objective: float  # F of the utterance over every frame (dropping frames changes the gradient only)
     kept: np.ndarray  # bool [T]: frames the gradient uses
     num_post: float  # mean γ_den of the reference pdf on the kept frames (how much the lattice agrees)
 
