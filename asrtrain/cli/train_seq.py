@@ -33,11 +33,13 @@ _D = SequenceConfig()
               help="Leave out frames whose reference pdf the lattice never visits (Kaldi's --drop-frames).")
 @click.option("--seed", type=int, default=_D.seed, show_default=True, help="Order of the utterances.")
 @click.option("--max-utts", type=click.IntRange(1), default=None, help="Only the first N utterances of an epoch.")
+@click.option("--resume/--no-resume", default=True, show_default=True,
+              help="Continue after the last whole epoch of a run killed in OUT (OUT/state.pt).")
 @click.option("--device", default=None, help="torch device of the network [cuda when there is one].")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads [the cores this process may use].")
 @click.pass_context
 def train_seq(ctx: click.Context, model: Path, archive: Path, lattices: Path, out: Path, valid: Path | None,
-              device: str | None, threads: int | None, config: str | None, **options: object) -> None:
+              resume: bool, device: str | None, threads: int | None, config: str | None, **options: object) -> None:
     """Train MODEL (a cross-entropy final.pt) further with MMI: ARCHIVE is its training archive
     (the reference pdfs are its targets), LATTICES the decode dir (or its lat/) of
     `asrtrain decode MODEL GRAPH ARCHIVE DIR --lattices`, the denominator. Writes
@@ -54,5 +56,5 @@ def train_seq(ctx: click.Context, model: Path, archive: Path, lattices: Path, ou
     cfg = SequenceConfig(**options)  # type: ignore[arg-type]
     out.mkdir(parents=True, exist_ok=True)
     with command_run("train-seq", out, resolved_params(ctx)):
-        final = SequenceTrainer(model, archive, lattices, out, cfg, valid, device).run()
+        final = SequenceTrainer(model, archive, lattices, out, cfg, valid, device).run(resume)
     click.echo(f"{final}: MMI-trained from {model}")

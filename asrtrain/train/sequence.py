@@ -8,8 +8,10 @@ on them (``mmi.py``), the loss ``−Σ κ(γ_num − γ_den)·log p(s|x)`` plus 
 frame cross-entropy (Su et al.'s frame smoothing: MMI alone drifts from the frame targets
 and overfits small corpora), SGD with momentum. Each epoch writes ``epoch<N>.pt`` (a
 ``final.pt``: the priors, layout and metadata of the model it started from) and its
-held-out frame figures; ``final.pt`` is the last epoch's. One learner: the lattices are
-per utterance, and the corpora this serves train in minutes.
+held-out frame figures, and ``state.pt`` (weights, momentum, torch's RNG, the history): a run
+killed mid-epoch starts again after its last whole epoch, and ends where an unbroken run would.
+``final.pt`` is the last epoch's. One learner: the lattices are per utterance, and the corpora
+this serves train in minutes.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from asrtrain.core.atomic import write_text
-from asrtrain.core.errors import InputError
+from asrtrain.core.atomic import atomic_path, write_text
+from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.train.sequence_config import SequenceConfig
 
 log = logging.getLogger("asrtrain.train")
+#: The run's state after its last whole epoch, beside the epochs' models.
+STATE = "state.pt"
 
 
 def read_lattices(lat_dir: Path, num_pdfs: int) -> dict[str, Any]:
@@ -210,13 +214,50 @@ class SequenceTrainer:
         self.model.eval()
         return save_final(path, self.model, self.final.priors, self.final.layout, meta)
 
-    def run(self) -> Path:
+    def _key(self) -> dict[str, Any]:
+        """What a saved state must share with this run to be continued: the starting model and
+        every option but the number of epochs."""
+        options = {k: v for k, v in asdict(self.cfg).items() if k != "epochs"}
+        return {"init": str(self.model_path.resolve()), "options": options}
+
+    def _save_state(self, epoch: int, history: list[dict[str, Any]]) -> None:
+        state = {"epoch": epoch, "key": self._key(), "model": self.model.state_dict(),
+                 "opt": self.opt.state_dict(), "rng": torch.get_rng_state(), "history": history}
+        with atomic_path(self.out / STATE) as tmp:
+            torch.save(state, tmp)
+
+    def _resume(self) -> tuple[int, list[dict[str, Any]]] | None:
+        """(last whole epoch, history) of a state this run may continue, loaded into the model."""
+        path = self.out / STATE
+        if not path.is_file():
+            return None
+        state = torch.load(path, map_location=self.device, weights_only=True)
+        saved, ours = state["key"], self._key()
+        if saved != ours:
+            differ = ["the starting model"] if saved["init"] != ours["init"] else []
+            differ += [f"--{k.replace('_', '-')} {saved['options'].get(k)} (now {v})"
+                       for k, v in ours["options"].items() if saved["options"].get(k) != v]
+            raise ConfigError(f"{path} is of a run with other options: {', '.join(differ)}; give "
+                              "another OUT, or --no-resume to start again")
+        self.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["opt"])
+        torch.set_rng_state(state["rng"])
+        return int(state["epoch"]), list(state["history"])
+
+    def run(self, resume: bool = True) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)
-        history: list[dict[str, Any]] = [{"epoch": 0, "mmi_objective": self.objective(), **self.held_out()}]
-        log.info("sequence training %s: %d utterances, MMI at acoustic scale %g: objective %.4f a frame, %s",
-                 self.model_path, len(self.utts), self.cfg.acwt, history[0]["mmi_objective"],
-                 _held_out_text(history[0]))
-        for n in range(1, self.cfg.epochs + 1):
+        if not resume:
+            (self.out / STATE).unlink(missing_ok=True)
+        resumed = self._resume()
+        if resumed:
+            done, history = resumed
+            log.info("sequence training %s: resuming after epoch %d (%s)", self.model_path, done, self.out / STATE)
+        else:
+            done, history = 0, [{"epoch": 0, "mmi_objective": self.objective(), **self.held_out()}]
+            log.info("sequence training %s: %d utterances, MMI at acoustic scale %g: objective %.4f a frame, %s",
+                     self.model_path, len(self.utts), self.cfg.acwt, history[0]["mmi_objective"],
+                     _held_out_text(history[0]))
+        for n in range(done + 1, self.cfg.epochs + 1):
             row = {**self.epoch(n), **self.held_out()}
             history.append(row)
             log.info("sequence epoch %d: MMI objective %.4f a frame, %.1f%% of frames kept, reference "
@@ -225,6 +266,7 @@ class SequenceTrainer:
             if not math.isfinite(row["mmi_objective"]):
                 raise InputError("the MMI objective is not finite: lower --lr", self.out)
             self.save(self.out / f"epoch{n}.pt", history)
+            self._save_state(n, history)
         write_text(self.out / "history.json", json.dumps(history, indent=1) + "\n")
         return self.save(self.out / "final.pt", history)
 

@@ -44,7 +44,7 @@ def test_mmi_raises_its_objective_and_keeps_a_decodable_model(trained, denlats, 
     printed = _cli("train-seq", final, train, denlats, out, "--valid", train, "--epochs", "2",
                    "--lr", "0.5", "--ce-weight", "0", "--threads", "1")
     assert "MMI-trained" in printed
-    assert {p.name for p in out.glob("*.pt")} == {"epoch1.pt", "epoch2.pt", "final.pt"}
+    assert {p.name for p in out.glob("*.pt")} == {"epoch1.pt", "epoch2.pt", "final.pt", "state.pt"}
     cfg = SequenceConfig()
     before = SequenceTrainer(final, train, denlats, tmp_path / "x", cfg).objective()
     after = SequenceTrainer(out / "final.pt", train, denlats, tmp_path / "y", cfg).objective()
@@ -94,3 +94,25 @@ def test_lattices_of_another_tree_are_refused(trained, denlats, tmp_path):
     res = CliRunner().invoke(cli, ["train-seq", str(final), str(final.parent / "train.h5"), str(other),
                                    str(tmp_path / "o")])
     assert res.exit_code == 1 and "another tree" in res.output, res.output
+
+
+def test_a_run_continued_after_an_epoch_ends_where_an_unbroken_one_does(trained, denlats, tmp_path):
+    import torch
+
+    final, _, _ = trained
+    train = final.parent / "train.h5"
+    args = [final, train, denlats]
+    opts = ["--lr", "0.05", "--threads", "1", "--utts-per-step", "2"]
+    _cli("train-seq", *args, tmp_path / "straight", "--epochs", "2", *opts)
+    _cli("train-seq", *args, tmp_path / "broken", "--epochs", "1", *opts)  # as if killed in epoch 2
+    printed = _cli("train-seq", *args, tmp_path / "broken", "--epochs", "2", *opts)
+    assert "resuming after epoch 1" in printed
+    a = torch.load(tmp_path / "straight" / "final.pt", weights_only=True)
+    b = torch.load(tmp_path / "broken" / "final.pt", weights_only=True)
+    for name, value in a["state_dict"].items():
+        assert torch.equal(value, b["state_dict"][name]), name
+    assert [row["mmi_objective"] for row in a["meta"]["sequence"]["history"]] == \
+        [row["mmi_objective"] for row in b["meta"]["sequence"]["history"]]
+    res = CliRunner().invoke(cli, ["train-seq", *map(str, args), str(tmp_path / "broken"), "--epochs", "3",
+                                   "--lr", "0.01"])
+    assert res.exit_code == 1 and "--lr 0.05 (now 0.01), --utts-per-step 2 (now 4)" in res.output, res.output
