@@ -24,15 +24,18 @@ _D = SequenceConfig()
               help="Acoustic scale of the lattice's paths (κ).")
 @click.option("--lr", type=POSITIVE, default=_D.lr, show_default=True,
               help="SGD rate per frame of a step.")
-@click.option("--momentum", type=click.FloatRange(0, 1, max_open=True), default=_D.momentum, show_default=True)
-@click.option("--epochs", type=click.IntRange(1), default=_D.epochs, show_default=True)
+@click.option("--momentum", type=click.FloatRange(0, 1, max_open=True), default=_D.momentum, show_default=True,
+              help="SGD momentum.")
+@click.option("--epochs", type=click.IntRange(1), default=_D.epochs, show_default=True,
+              help="Passes over the utterances that have a lattice.")
 @click.option("--ce-weight", type=click.FloatRange(0), default=_D.ce_weight, show_default=True,
               help="Share of the frame cross-entropy added to the MMI loss (frame smoothing).")
-@click.option("--utts-per-step", type=click.IntRange(1), default=_D.utts_per_step, show_default=True)
+@click.option("--utts-per-step", type=click.IntRange(1), default=_D.utts_per_step, show_default=True,
+              help="Whole utterances whose summed loss makes one step (divided by their frames).")
 @click.option("--drop-frames/--keep-frames", default=_D.drop_frames, show_default=True,
               help="Leave out frames whose reference pdf the lattice never visits (Kaldi's --drop-frames).")
 @click.option("--seed", type=int, default=_D.seed, show_default=True, help="Order of the utterances.")
-@click.option("--max-utts", type=click.IntRange(1), default=None, help="Only the first N utterances of an epoch.")
+@click.option("--max-utts", type=click.IntRange(1), default=None, help="Only N utterances of each epoch's shuffled order (a quick look).")
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Continue after the last whole epoch of a run killed in OUT (OUT/state.pt).")
 @click.option("--device", default=None, help="torch device of the network [cuda when there is one].")
