@@ -41,7 +41,7 @@ from asrtrain.align.evaluate import Reference, agreement
 from asrtrain.align.feats import DiskFeats, FrontEnd, Utterances
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
 from asrtrain.align.remote import Workers
-from asrtrain.align.shard import Shard, Share, serve_forked
+from asrtrain.align.shard import Shard, Share, peak_mb, serve_forked
 from asrtrain.align.transcripts import Prons
 from asrtrain.core.errors import AsrtrainError
 from asrtrain.lang.hmm import Topology
@@ -99,9 +99,11 @@ class Jobs:
 
     The alignments stay in the jobs (``aligned`` counts them): the parent sums what the
     tree, the topology and the report need, and the jobs write them. ``cpu_seconds``
-    counts the workers' CPU time (the parent's own is ``time.process_time()``)."""
+    counts the workers' CPU time (the parent's own is ``time.process_time()``), ``peak_mb``
+    the largest peak resident memory any worker has reported (what one job needs)."""
 
     cpu_seconds = 0.0   # all workers of all Jobs, finished or not
+    peak_mb = 0.0
 
     def __init__(self, utts: Utterances, transcribed: list[str], prons: Prons, nj: int,
                  workers: Workers | None = None, what: str = "") -> None:
@@ -183,10 +185,11 @@ class Jobs:
     def _answer(self, i: int) -> Any:
         job = self._remote[i]
         try:
-            kind, payload, cpu = job.conn.recv()
+            kind, payload, cpu, peak = job.conn.recv()
         except (EOFError, OSError):
             raise AsrtrainError(job.lost()) from None
         Jobs.cpu_seconds += cpu - job.cpu
+        Jobs.peak_mb = max(Jobs.peak_mb, peak)
         job.cpu = cpu
         if kind == "error":
             raise AsrtrainError(job.failed(payload))
@@ -359,7 +362,9 @@ def _merged(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 class Clock:
     """Wall and CPU seconds since it was made: every alignment job's CPU (workers report
     theirs with each answer) and this process's, so a report can say CPU seconds per
-    hour of audio whatever ``--nj`` was, and how much of it stayed serial here."""
+    hour of audio whatever ``--nj`` was, and how much of it stayed serial here; and the
+    peak memory of a job and of this process so far (a stage that raises them is the one
+    that needs it: what a cluster job must be given)."""
 
     def __init__(self) -> None:
         self.wall = time.time()
@@ -370,4 +375,5 @@ class Clock:
         own = time.process_time() - self.own
         return {"seconds": round(time.time() - self.wall, 1),
                 "cpu_seconds": round(own + Jobs.cpu_seconds - self.jobs, 1),
-                "parent_cpu_seconds": round(own, 1), "audio_hours": round(hours, 4)}
+                "parent_cpu_seconds": round(own, 1), "audio_hours": round(hours, 4),
+                "job_peak_mb": round(Jobs.peak_mb, 1), "parent_peak_mb": round(peak_mb(), 1)}

@@ -191,7 +191,14 @@ def _refuse(conn: Any, detail: str) -> None:
             conn.recv()
         except EOFError:
             return
-        conn.send(("error", detail, time.process_time()))
+        conn.send(("error", detail, time.process_time(), peak_mb()))
+
+
+def peak_mb() -> float:
+    """This process's peak resident memory so far, in MB (Linux counts ``ru_maxrss`` in KB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def serve(conn: Any, shards: dict[int, Shard],
@@ -204,7 +211,7 @@ def serve(conn: Any, shards: dict[int, Shard],
     job, whose parent prints it; a remote job writes the traceback to its log and
     answers one line. A remote job answers in plain pickles: ``Connection.send`` would
     pass torch tensors as shared-memory handles, which mean nothing on another host."""
-    def send(answer: tuple[str, Any, float]) -> None:
+    def send(answer: tuple[str, Any, float, float]) -> None:
         if remote:
             conn.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
         else:
@@ -218,7 +225,7 @@ def serve(conn: Any, shards: dict[int, Shard],
         try:
             with during():
                 result = _one_call(shards, key, method, args)
-            send(("ok", result, time.process_time()))
+            send(("ok", result, time.process_time(), peak_mb()))
         except BaseException as exc:  # noqa: BLE001 - the parent raises it with the job named
             if not remote:
                 detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
@@ -227,7 +234,7 @@ def serve(conn: Any, shards: dict[int, Shard],
             else:
                 log.error("%s failed:\n%s", method, traceback.format_exc())
                 detail = f"{type(exc).__name__}: {exc}"
-            send(("error", detail, time.process_time()))
+            send(("error", detail, time.process_time(), peak_mb()))
 
 
 def _one_call(shards: dict[int, Shard], key: int, method: str, args: tuple) -> Any:

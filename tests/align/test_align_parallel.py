@@ -40,6 +40,9 @@ def test_jobs_started_by_a_job_command_give_what_one_process_gives(
         assert f"align-worker: job {j} on " in text and "connecting to 127.0.0.1:" in text
     assert not (out / ".align-worker.key").exists()
     assert two["stages"]["sat"]["cpu_seconds"] > 0
+    stages = two["stages"]  # the jobs' and the parent's peak memory so far, reported by each stage
+    assert stages["mono"]["job_peak_mb"] > 50 and stages["mono"]["parent_peak_mb"] > 50
+    assert stages["sat"]["job_peak_mb"] >= stages["mono"]["job_peak_mb"]
 
 
 def test_speakers_stay_whole_and_jobs_balance_by_frames() -> None:
