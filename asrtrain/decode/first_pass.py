@@ -85,15 +85,22 @@ def path_pdfs(lat: Any, lmwt: float) -> np.ndarray | None:
     return np.asarray(best.pdfs, dtype=np.int64)
 
 
-def check_first_pass(decode_dir: Path, tree: Any) -> None:
-    """Refuse a first pass decoded on a graph of another tree (its pdf labels would mean
-    other states)."""
+def decoded_pdf_map_id(decode_dir: Path, why: str = "not a decode dir of this asrtrain") -> str:
+    """What the pdf labels of a decode dir's lattices mean (``pdf_map_id``, written by decode
+    on asrtrain's graphs; a Kaldi graph's transition-ids have none): ``why`` says what its
+    absence means to the caller."""
     from asrtrain.core.textio import read_text
 
     marker = Path(decode_dir) / PDF_MAP_FILE
     if not marker.exists():
-        raise InputError(f"no {PDF_MAP_FILE}: not a decode dir of this asrtrain", decode_dir)
-    theirs, ours = read_text(marker).strip(), pdf_map_id(tree)
+        raise InputError(f"no {PDF_MAP_FILE}: {why}", decode_dir)
+    return read_text(marker).strip()
+
+
+def check_first_pass(decode_dir: Path, tree: Any) -> None:
+    """Refuse a first pass decoded on a graph of another tree (its pdf labels would mean
+    other states)."""
+    theirs, ours = decoded_pdf_map_id(decode_dir), pdf_map_id(tree)
     if theirs != ours:
         raise InputError(f"the first pass was decoded on a graph of tree {theirs}, the model's "
                          f"pdfs are those of tree {ours} (decode the first pass with the "

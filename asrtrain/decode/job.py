@@ -139,12 +139,17 @@ def check_gmm_graph(tree: Any, graph: GraphInfo, model: Any) -> None:
 
 def graph_pdf_map_id(graph: GraphInfo) -> str | None:
     """What the graph's pdf labels mean (None for a Kaldi graph)."""
+    if graph.kaldi:
+        return None
+    return tree_pdf_map_id(graph.path / "tree")
+
+
+def tree_pdf_map_id(path: Path) -> str:
+    """What the pdfs of a tree file (a lang dir's or a graph's ``tree``) mean."""
     from asrtrain.decode.first_pass import pdf_map_id
     from asrtrain.lang.tree import ContextTree
 
-    if graph.kaldi:
-        return None
-    return pdf_map_id(ContextTree.from_json(json.loads(read_text(graph.path / "tree"))))
+    return pdf_map_id(ContextTree.from_json(json.loads(read_text(path))))
 
 
 @dataclass

@@ -36,21 +36,16 @@ log = logging.getLogger("asrtrain.train")
 STATE = "state.pt"
 
 
-def read_lattices(lat_dir: Path, num_pdfs: int) -> dict[str, Any]:
-    """Every utterance's lattice of a decode dir (``decode --lattices``'s OUT, or its lat/),
-    unrolled to frames; an empty lattice (a search that kept nothing) is left out. Its labels
-    must be pdf+1: a Kaldi graph's transition-ids (no ``pdf_map_id`` beside them) are refused."""
-    from asrtrain.decode.first_pass import PDF_MAP_FILE
+def read_lattices(decode_dir: Path, num_pdfs: int) -> dict[str, Any]:
+    """Every utterance's lattice of a decode dir, unrolled to frames; an empty lattice (a
+    search that kept nothing) is left out."""
     from asrtrain.decode.lattice_io import read_archive
     from asrtrain.train.mmi import LatticeFrames
 
-    decode_dir = lat_dir if (lat_dir / "lat").is_dir() else lat_dir.parent
     files = sorted((decode_dir / "lat").glob("lat.*.gz"))
     if not files:
-        raise InputError("no lattice archives (lat/lat.*.gz): decode the training archive with --lattices", lat_dir)
-    if not (decode_dir / PDF_MAP_FILE).is_file():
-        raise InputError(f"no {PDF_MAP_FILE}: lattices of a Kaldi graph (transition-ids) cannot be "
-                         "read as pdfs here; decode on asrtrain's graph", decode_dir)
+        raise InputError("no lattice archives (lat/lat.*.gz): decode the training archive with --lattices",
+                         decode_dir)
     out: dict[str, Any] = {}
     for path in files:
         for utt, lat in read_archive(path):
@@ -65,33 +60,36 @@ def read_lattices(lat_dir: Path, num_pdfs: int) -> dict[str, Any]:
     return out
 
 
-def check_tree(lat_dir: Path, archive: Any) -> None:
-    """Refuse lattices whose pdfs mean other states than the archive's targets: the
-    ``pdf_map_id`` of the decode against the tree of the lang dir the targets came from
-    (``prepare lang``'s ``pdf_ali/`` beside its ``tree``), when that tree is still there."""
-    from asrtrain.decode.first_pass import PDF_MAP_FILE, pdf_map_id
-    from asrtrain.lang.tree import ContextTree
+def check_tree(decode_dir: Path, archive: Any) -> None:
+    """Refuse lattices whose labels are not pdfs of the archive's targets: a Kaldi graph's
+    transition-ids (no ``pdf_map_id``), or a graph of another tree than the one beside the
+    targets (``prepare lang``'s ``pdf_ali/`` and ``tree``), when that tree is still there."""
+    from asrtrain.decode.first_pass import decoded_pdf_map_id
+    from asrtrain.decode.job import tree_pdf_map_id
 
+    theirs = decoded_pdf_map_id(decode_dir, "lattices of a Kaldi graph (transition-ids) cannot be "
+                                            "read as pdfs here; decode on asrtrain's graph")
     ali = ((archive.header or {}).get("options") or {}).get("ali")
     tree = Path(str(ali)).parent.parent / "tree" if ali else None
-    decode_dir = lat_dir if (lat_dir / "lat").is_dir() else lat_dir.parent
     if tree is None or not tree.is_file():
         log.warning("the training targets' tree is not at hand: the lattices' pdfs are assumed to be theirs")
         return
-    theirs = (decode_dir / PDF_MAP_FILE).read_text().strip()
-    ours = pdf_map_id(ContextTree.from_json(json.loads(tree.read_text())))
+    ours = tree_pdf_map_id(tree)
     if theirs != ours:
         raise InputError(f"the lattices were decoded on a graph of another tree ({theirs}) than the "
                          f"archive's targets ({ours}, {tree})", decode_dir)
 
 
-def _references(archive: Any, utt: str, span: tuple[int, int, int]) -> np.ndarray:
-    first, count, frames = span
-    _, targets = archive.read_chunks(first, first + count)
-    ref = targets.reshape(-1)[:frames].astype(np.int64)
-    if ref.size and ref.min() < 0:
-        raise InputError(f"utterance {utt}: frame {int(np.argmax(ref < 0))} has no target", archive.path)
-    return ref
+def references(archive: Any, utts: list[tuple[str, tuple[int, int, int]]]) -> dict[str, np.ndarray]:
+    """Each utterance's reference pdfs (the archive's targets, padding cut), read once."""
+    out = {}
+    for utt, (first, count, frames) in utts:
+        _, targets = archive.read_chunks(first, first + count)
+        ref = targets.reshape(-1)[:frames].astype(np.int64)
+        if ref.size and ref.min() < 0:
+            raise InputError(f"utterance {utt}: frame {int(np.argmax(ref < 0))} has no target", archive.path)
+        out[utt] = ref
+    return out
 
 
 class SequenceTrainer:
@@ -120,8 +118,10 @@ class SequenceTrainer:
         self.log_prior = torch.from_numpy(log_priors(self.final.priors, self.final.config.num_pdfs, model_path)
                                           ).to(self.device)
         self.valid = open_archive(Path(valid_path), "held-out") if valid_path else None
-        lattices = read_lattices(Path(lat_dir), self.final.config.num_pdfs)
-        check_tree(Path(lat_dir), self.archive)
+        lat_dir = Path(lat_dir)  # a decode dir, or its lat/
+        decode_dir = lat_dir.parent if any(lat_dir.glob("lat.*.gz")) else lat_dir
+        lattices = read_lattices(decode_dir, self.final.config.num_pdfs)
+        check_tree(decode_dir, self.archive)
         self.utts = [(u, (f, n, t)) for u, f, n, t in self.archive.utterances if u in lattices]
         missing = len(self.archive.utterances) - len(self.utts)
         if not self.utts:
@@ -130,6 +130,7 @@ class SequenceTrainer:
             log.warning("%d of %d training utterances have no lattice (no search survived, or not "
                         "decoded): trained on the other %d", missing, len(self.archive.utterances), len(self.utts))
         self.lattices = lattices
+        self.refs = references(self.archive, self.utts)
         self.model = self.final.model.to(self.device)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
@@ -140,7 +141,7 @@ class SequenceTrainer:
 
         logits = utterance_logits(self.model, self.archive, self.input, span, self.context, self.device)
         logp = torch.log_softmax(logits, dim=-1)
-        ref = _references(self.archive, utt, span)
+        ref = self.refs[utt]
         try:
             mmi = mmi_targets(self.lattices[utt], (logp.detach() - self.log_prior).cpu().numpy(), ref,
                               self.cfg.acwt, self.cfg.drop_frames)
