@@ -162,6 +162,10 @@ def _show(title: str, plan: dict[str, Any]) -> None:
                    "SPEC: F=2,f=8,T=2,t=5 (fields left out keep these defaults), on (the defaults) or off. "
                    "Needs a logmel stream; drawn from a seeded generator checkpointed with the run. "
                    "[default: off]")
+@click.option("--label-smoothing", type=click.FloatRange(0, 1, max_open=True),
+              default=_t("label_smoothing"), show_default=True, metavar="EPS",
+              help="Train on targets of 1 - EPS on the aligned pdf and EPS spread over all pdfs (the "
+                   "training loss logged is that loss; the held-out loss stays the plain cross-entropy).")
 @click.option("--seed", type=int, default=_t("seed"), show_default=True)
 @click.option("--resume/--no-resume", default=_t("resume"), show_default=True,
               help="Continue from the last complete checkpoint in EXP when there is one.")

@@ -79,6 +79,7 @@ class TrainConfig:
     select: str = "auto"             # final.pt: auto (best with a held-out set, else last), last, best, average:N
     streams: str | None = None       # comma list of the archive's streams the model reads (None: all of them)
     spec_augment: str | None = None  # SpecAugment masks of training batches, "F=2,f=8,T=2,t=5" (None: off)
+    label_smoothing: float = 0.0     # training loss: this share of each frame's target spread over every pdf
     priors: str = "posterior"        # final.pt's state priors: the model's mean posterior, or the pdf counts
     context: int = 0                 # frames of each neighbouring chunk a chunk is given (its loss: its own frames)
 
@@ -120,6 +121,8 @@ class TrainConfig:
             (0 <= self.plateau_threshold < 1,
              f"--plateau-threshold must be in [0, 1), got {self.plateau_threshold}"),
             (self.context >= 0, f"--context must be >= 0, got {self.context}"),
+            (0 <= self.label_smoothing < 1,
+             f"--label-smoothing must be in [0, 1), got {self.label_smoothing}"),
             (self.plateau_stop is None or self.plateau_stop >= 0,
              f"--plateau-stop must be >= 0, got {self.plateau_stop}"),
         ]

@@ -56,18 +56,23 @@ def autocast(device: torch.device, dtype: torch.dtype | None, cache: bool = True
     return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache)
 
 
-def frame_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(summed cross-entropy, real frames, correct frames) as tensors on the logits' device."""
+def frame_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(summed cross-entropy, real frames, correct frames) as tensors on the logits' device.
+    ``label_smoothing`` ε: each real frame's target is 1 − ε on its pdf plus ε spread evenly
+    over all of them (training only: the held-out loss is the plain cross-entropy)."""
     flat = logits.reshape(-1, logits.shape[-1])
     y = targets.reshape(-1)
     if flat.dtype == torch.bfloat16:
         # no float32 copy of the logits (for the paper's 32,000 pdfs the largest tensor of the
         # step: 30% of an H200's step time at batch 4096); the softmax accumulates in float32
         # inside the kernel, and the per-frame losses are summed in float32
-        loss_sum = F.cross_entropy(flat, y, ignore_index=IGNORE_INDEX, reduction="none").float().sum()
+        loss_sum = F.cross_entropy(flat, y, ignore_index=IGNORE_INDEX, reduction="none",
+                                   label_smoothing=label_smoothing).float().sum()
     else:
         flat = flat.float()
-        loss_sum = F.cross_entropy(flat, y, ignore_index=IGNORE_INDEX, reduction="sum")
+        loss_sum = F.cross_entropy(flat, y, ignore_index=IGNORE_INDEX, reduction="sum",
+                                   label_smoothing=label_smoothing)
     real = y != IGNORE_INDEX
     with torch.no_grad():
         correct = ((flat.argmax(-1) == y) & real).sum()

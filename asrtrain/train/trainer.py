@@ -274,7 +274,7 @@ class Trainer:
             batch.x = self.masker(batch.x)
         with autocast(self.device, self.dtype):
             logits = net(batch.x)
-        loss_sum, _, correct = frame_loss(logits, batch.y)
+        loss_sum, _, correct = frame_loss(logits, batch.y, self.cfg.label_smoothing)
         self.optimizer.zero_grad(set_to_none=True)
         (loss_sum / self.strategy.loss_denominator(batch.frames)).backward()
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip) if self.cfg.clip > 0 else None

@@ -111,6 +111,7 @@ plateau_stop=${plateau_stop-}       # with plateau: stop at a plateau after this
 select=${select-}                   # final.pt: best (held-out loss), last, average:N
 dropout=${dropout-}
 spec_augment=${spec_augment-}
+label_smoothing=${label_smoothing-} # train --label-smoothing (empty: train's default, none)
 context=${context-}                 # frames of each neighbouring chunk a chunk is trained and decoded with (train --context)
 strategy=${strategy-h-adpsgd}
 nproc=${nproc-4}
@@ -360,7 +361,8 @@ hybrid_train() {
   opts o --hidden:hidden --layers:layers --proj:proj --epochs:epochs --batch:batch \
     --base-batch:base_batch --lr:lr --warmup-epochs:warmup_epochs --anneal:anneal \
     --lr-schedule:lr_schedule --plateau-stop:plateau_stop --select:select --dropout:dropout \
-    --spec-augment:spec_augment --context:context --topology:topology
+    --spec-augment:spec_augment --label-smoothing:label_smoothing --context:context \
+    --topology:topology
   local group_opt=()   # super-learners exist only in H-ADPSGD
   if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
   # path.sh pins one thread a process; the learners share the host's cores among themselves
