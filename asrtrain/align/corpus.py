@@ -19,12 +19,17 @@ from asrtrain.align.aligner import ACWT, BEAM, LAST_BEAM, RETRY_BEAM, Alignment,
 from asrtrain.align.am import AcousticModel, GmmStats
 from asrtrain.align.graph import PhoneDag, expand
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs, count_states
+from asrtrain.core.malloc import release_memory
 from asrtrain.core.progress import Progress
 
 log = logging.getLogger("asrtrain.align")
 
 #: Frames or visits per (phone, HMM state): what the transitions are re-estimated from.
 Counts = dict[tuple[int, int], int]
+
+#: Utterances realigned between two hand-backs of freed heap (core/malloc.py): each leaves
+#: its likelihood matrices freed below the alignment it keeps.
+RELEASE_EVERY = 256
 
 
 @dataclass
@@ -95,7 +100,7 @@ def realign(corpus: Corpus, model: AcousticModel, pdfs: MonoPdfs | TreePdfs,
     n = Realigned()
     with Progress(what or "realign", float(len(corpus.dags)), unit="utts",
                   enabled=None if what else False) as bar:
-        for utt, dag in corpus.dags.items():
+        for i, (utt, dag) in enumerate(corpus.dags.items(), 1):
             graph = expand(dag, pdfs, trans.self_loop)
             x = corpus.feats[utt]
             if x.shape[0] < graph.min_frames:
@@ -115,6 +120,8 @@ def realign(corpus: Corpus, model: AcousticModel, pdfs: MonoPdfs | TreePdfs,
                     n.last += got.last
                     out[utt] = got
             bar.advance()
+            if i % RELEASE_EVERY == 0:
+                release_memory()
     n.aligned, n.failed = len(out), len(corpus.dags) - len(out)
     return out, n
 

@@ -15,6 +15,7 @@ from asrtrain.adapt.lda import LdaStats, splice
 from asrtrain.align.am import PDF_BLOCK, AcousticModel, by_pdf
 from asrtrain.align.corpus import Corpus, aligned_frames
 from asrtrain.align.feats import FrontEnd, Utterances
+from asrtrain.core.malloc import release_memory
 
 #: Frames whose outer products ξ_t ξ_tᵀ fMLLR's statistics form at once: 41² float64 are
 #: 13 KB a frame, 27 MB a block; all of a speaker's at once grew with the speaker.
@@ -75,6 +76,7 @@ def estimate_fmllr(model: AcousticModel, utts: Utterances, front: FrontEnd,
         for _ in range(iters if kind != "none" else 0):
             w = update(w, fmllr_stats(model, x, pdf, w), kind)
         out[spk] = w.numpy()
+        release_memory()      # this speaker's statistics, freed below the transform kept
     return out
 
 

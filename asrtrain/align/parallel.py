@@ -44,6 +44,7 @@ from asrtrain.align.remote import Workers
 from asrtrain.align.shard import Shard, Share, peak_mb, serve_forked
 from asrtrain.align.transcripts import Prons
 from asrtrain.core.errors import AsrtrainError
+from asrtrain.core.malloc import release_memory
 from asrtrain.lang.hmm import Topology
 from asrtrain.lang.questions import ContextStats
 
@@ -161,7 +162,9 @@ class Jobs:
     def call(self, method: str, *args: Any) -> list[Any]:
         """``method(*args)`` on every job's shard (all at once); the answers in job order."""
         if self._local is not None:
-            return [getattr(self._local, method)(*args)]
+            answer = getattr(self._local, method)(*args)
+            release_memory()     # as a job does after each call (shard.serve)
+            return [answer]
         if self.workers is not None:
             self.workers.check()
         message = self._message(method, *args)

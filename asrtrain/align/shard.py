@@ -41,6 +41,7 @@ from asrtrain.align.graph import PhoneDag
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
 from asrtrain.align.transcripts import Prons
 from asrtrain.core.errors import AsrtrainError
+from asrtrain.core.malloc import release_memory
 from asrtrain.lang.hmm import Topology
 from asrtrain.lang.questions import ContextStats
 
@@ -225,6 +226,7 @@ def serve(conn: Any, shards: dict[int, Shard],
         try:
             with during():
                 result = _one_call(shards, key, method, args)
+            release_memory()     # what the call freed, back before the next (core/malloc.py)
             send(("ok", result, time.process_time(), peak_mb()))
         except BaseException as exc:  # noqa: BLE001 - the parent raises it with the job named
             if not remote:

@@ -8,13 +8,12 @@ and writes it without a Python loop, and kaldifst loads it as ``StdConstFst``.
 
 The arrays keep the file's types (int32 labels and states, float32 weights: 20 bytes an
 arc), read through a memory map; OpenFst's freed heap is handed back to the system
-(:func:`release_memory`) before they are made, so a LibriSpeech-size HCLG (35M arcs) peaks
+(``core.malloc.release_memory``) before they are made, so a LibriSpeech-size HCLG (35M arcs) peaks
 at the size of its largest FST step, not that plus the heap of the step before it.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import struct
 import tempfile
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from asrtrain.core.errors import InputError
+from asrtrain.core.malloc import release_memory
 
 MAGIC = 2125659606
 STATE = np.dtype([("final", "<f4"), ("pos", "<u4"), ("narcs", "<u4"), ("nieps", "<u4"),
@@ -115,19 +115,6 @@ def to_arcs(fst) -> Arcs:  # fst: any kaldifst StdFst
         del const
         release_memory()
         return read_const(f"{tmp}/f.fst")
-
-
-def release_memory() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``).
-
-    OpenFst frees a composed or determinized FST into the heap, where numpy's large
-    arrays (mapped, not taken from the heap) cannot reuse it: without this the graph's
-    RSS carries each finished step's peak into the next.
-    """
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (AttributeError, OSError):   # not glibc
-        pass
 
 
 def to_vector_fst(arcs: Arcs):

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from asrtrain.lang.fstio import Arcs, release_memory, to_arcs, to_vector_fst
+from asrtrain.core.malloc import release_memory
+from asrtrain.lang.fstio import Arcs, to_arcs, to_vector_fst
 from asrtrain.lang.tree import ContextTree
 
 log = logging.getLogger("asrtrain.lang.graph")

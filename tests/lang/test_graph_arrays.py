@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from asrtrain.lang.fstio import Arcs, read_const, release_memory, write_const
+from asrtrain.core.malloc import release_memory
+from asrtrain.lang.fstio import Arcs, read_const, write_const
 from asrtrain.lang.graph import add_self_loops
 
 
