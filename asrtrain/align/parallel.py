@@ -41,10 +41,10 @@ from asrtrain.align.evaluate import Reference, agreement
 from asrtrain.align.feats import DiskFeats, FrontEnd, Utterances
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
 from asrtrain.align.remote import Workers
-from asrtrain.align.shard import Shard, Share, peak_mb, serve_forked
+from asrtrain.align.shard import Shard, Share, serve_forked
 from asrtrain.align.transcripts import Prons
 from asrtrain.core.errors import AsrtrainError
-from asrtrain.core.malloc import release_memory
+from asrtrain.core.malloc import peak_mb, release_memory
 from asrtrain.lang.hmm import Topology
 from asrtrain.lang.questions import ContextStats
 

@@ -41,7 +41,7 @@ from asrtrain.align.graph import PhoneDag
 from asrtrain.align.hmm import MonoPdfs, Transitions, TreePdfs
 from asrtrain.align.transcripts import Prons
 from asrtrain.core.errors import AsrtrainError
-from asrtrain.core.malloc import release_memory
+from asrtrain.core.malloc import peak_mb, release_memory
 from asrtrain.lang.hmm import Topology
 from asrtrain.lang.questions import ContextStats
 
@@ -193,13 +193,6 @@ def _refuse(conn: Any, detail: str) -> None:
         except EOFError:
             return
         conn.send(("error", detail, time.process_time(), peak_mb()))
-
-
-def peak_mb() -> float:
-    """This process's peak resident memory so far, in MB (Linux counts ``ru_maxrss`` in KB)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def serve(conn: Any, shards: dict[int, Shard],

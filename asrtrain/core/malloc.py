@@ -1,4 +1,4 @@
-"""Hand a process's freed heap back to the system (glibc's ``malloc_trim``).
+"""A process's memory: its peak so far, and its freed heap handed back (glibc's ``malloc_trim``).
 
 glibc raises its mmap threshold each time a mapped block is freed (up to 32 MB), so after the
 first such free, arrays below that size come from the heap. A long loop that frees large
@@ -15,12 +15,29 @@ page-faults in afresh; docs/bench_scale/scale.md).
 from __future__ import annotations
 
 import ctypes
+import functools
+from collections.abc import Callable
+
+
+def peak_mb() -> float:
+    """This process's peak resident memory so far, in MB (Linux counts ``ru_maxrss`` in KB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, looked up once (None where the C library has none)."""
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):   # not glibc
+        return None
 
 
 def release_memory() -> None:
     """Give the C heap's free pages back to the system now; nothing where the C library is
     not glibc. Also what keeps a graph step's freed OpenFst heap out of the next step's peak."""
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (AttributeError, OSError):   # not glibc
-        pass
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
