@@ -17,6 +17,7 @@ from asrtrain.distributed.config import BACKENDS, STRATEGIES, TOPOLOGIES, TRANSP
 from asrtrain.model.config import ModelConfig
 from asrtrain.train.config import (
     LR_SCHEDULES,
+    OPTIMIZERS,
     PRECISIONS,
     PRIOR_SOURCES,
     WARMUP_GRANULARITIES,
@@ -136,9 +137,14 @@ def _show(title: str, plan: dict[str, Any]) -> None:
               help="Frames of each neighbouring chunk of the same utterance a 21-frame chunk is given on "
                    "either side (Kaldi's chunk left/right context); the loss counts the chunk's own frames, "
                    "and decoding gives the model the same context. Costs (chunk + 2 x context) / chunk.")
-@click.option("--momentum", type=float, default=_t("momentum"), show_default=True)
-@click.option("--nesterov/--no-nesterov", default=_t("nesterov"), show_default=True)
-@click.option("--weight-decay", type=float, default=_t("weight_decay"), show_default=True)
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=_t("optimizer"), show_default=True,
+              help="sgd: SGD with momentum (the papers'). adam: AdamW (beta1 = --momentum, beta2 = 0.999), "
+                   "whose rates are about 1e-3: give an --lr whose scaled peak is of that order.")
+@click.option("--momentum", type=float, default=_t("momentum"), show_default=True,
+              help="SGD's momentum, or Adam's beta1.")
+@click.option("--nesterov/--no-nesterov", default=_t("nesterov"), show_default=True, help="SGD only.")
+@click.option("--weight-decay", type=float, default=_t("weight_decay"), show_default=True,
+              help="L2 on the weights (SGD), decoupled weight decay (Adam).")
 @click.option("--clip", type=float, default=_t("clip"), show_default=True,
               help="Maximum gradient norm (0: no clipping).")
 @click.option("--model-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -34,6 +34,9 @@ LR_SCHEDULES = ("paper", "plateau")
 #: final.pt's state priors: the model's mean posterior over training frames (Kaldi nnet3's
 #: adjust-priors; train/priors.py says why), or the archive's pdf counts.
 PRIOR_SOURCES = ("posterior", "counts")
+#: sgd: momentum SGD (IBM's recipes); adam: AdamW (train/optim.py builds both). The rate is the
+#: schedule's either way, so Adam's --lr is of Adam's scale (a scaled peak about 1e-3).
+OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class TrainConfig:
     warmup_epochs: int = 10          # base → peak linearly over these epochs (1 or 0: no warm-up)
     warmup_granularity: str = "epoch"  # "epoch": constant within an epoch; "step": interpolated
     anneal: float = 1.0 / math.sqrt(2.0)  # factor per epoch after the warm-up
+    optimizer: str = "sgd"           # sgd (momentum) or adam (AdamW, beta1 = momentum): train/optim.py
     momentum: float = 0.9
     nesterov: bool = False
     weight_decay: float = 0.0
@@ -102,6 +106,9 @@ class TrainConfig:
             (0 < self.anneal <= 1, f"anneal factor must be in (0, 1], got {self.anneal}"),
             (0 <= self.momentum < 1, f"momentum must be in [0, 1), got {self.momentum}"),
             (not self.nesterov or self.momentum > 0, "Nesterov needs a positive momentum"),
+            (self.optimizer in OPTIMIZERS,
+             f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"),
+            (not self.nesterov or self.optimizer == "sgd", "--nesterov is SGD's; Adam has no Nesterov step"),
             (self.clip >= 0, f"clip must be >= 0, got {self.clip}"),
             (self.log_every >= 1, f"log_every must be at least 1, got {self.log_every}"),
             (self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}"),

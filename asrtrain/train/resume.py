@@ -8,11 +8,12 @@ bit. Another number of learners, or another strategy (a job requeued on fewer GP
 
 * weights: the average of the learners' weights where they differ (the global
   average the epoch's end would have taken), else the one model;
-* optimizer: the momentum buffers averaged over the learners. For SSGD they are
-  equal, so nothing changes; for ADPSGD they are each learner's running estimate of
-  the gradient of nearby models, and their mean is the consensus estimate.
-  Re-initialising them to zero would make the first steps after the resume about
-  1/(1 - momentum) = 10 times shorter than the ones before: a visible bump;
+* optimizer: the momentum buffers (Adam's two moments) averaged over the learners
+  (``optim.mean_state``). For SSGD they are equal, so nothing changes; for ADPSGD they
+  are each learner's running estimate of the gradient of nearby models, and their mean
+  is the consensus estimate. Re-initialising them to zero would make the first steps
+  after the resume about 1/(1 - momentum) = 10 times shorter than the ones before: a
+  visible bump;
 * the epoch's work: every piece in any learner's hand goes back on the again-list,
   the rest of the epoch is handed out from the same counter, and the running
   totals are summed into the main learner's, so the epoch row still counts every
@@ -39,6 +40,7 @@ from asrtrain.train.checkpoint import (
     load_learner_state,
     set_rng_state,
 )
+from asrtrain.train.optim import mean_state, state_kind
 
 log = logging.getLogger("asrtrain.train")
 
@@ -85,6 +87,7 @@ def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
         raise ConfigError(f"the training archive is not the one this run was trained on (checkpoint: "
                           f"{_describe(saved_archive)}; now: {_describe(archive)}); use a new EXP or "
                           "--no-resume", path)
+    _check_optimizer(path, state["optimizer"], optimizer)
     ranks = _ranks(trainer)
     if _same_shape(trainer, strategy):
         own = dict(trainer, model=state["model"], optimizer=state["optimizer"])
@@ -103,6 +106,15 @@ def restore(exp: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
              f", epoch {trainer['mid_epoch']} in progress" if trainer.get("mid_epoch") else "", own["step"])
     return Restored(path, int(own["step"]), int(trainer["epoch"]), list(trainer.get("history", [])),
                     trainer.get("mid_epoch"), own.get("epoch_totals"), trainer.get("lr_state"))
+
+
+def _check_optimizer(path: Path, saved: dict[str, Any], optimizer: torch.optim.Optimizer) -> None:
+    """A ConfigError when the checkpoint's optimizer state is another optimizer's (its buffers
+    would not load, or would load as something else)."""
+    then, now = state_kind(saved), state_kind(optimizer.state_dict())
+    if then is not None and then != now:
+        raise ConfigError(f"the checkpoint was trained with --optimizer {then}, this run asks for {now}; "
+                          "use a new EXP or --no-resume", path)
 
 
 def _describe(identity: dict[str, Any]) -> str:
@@ -129,7 +141,7 @@ def _merged(path: Path, state: dict[str, Any], ranks: list[int], strategy: Strat
     learners = [load_learner_state(path, r) for r in ranks] if len(ranks) > 1 else [dict(trainer, **state)]
     differ = trainer.get("strategy", {}).get("own_weights", False) and len(ranks) > 1
     model = _mean([s["model"] for s in learners]) if differ else state["model"]
-    optimizer = _mean_momentum(state["optimizer"], [s["optimizer"] for s in learners])
+    optimizer = mean_state(state["optimizer"], [s["optimizer"] for s in learners])
     mine = learners[ranks.index(strategy.rank)] if strategy.rank in ranks else learners[0]
     merged: dict[str, Any] = {"model": model, "optimizer": optimizer, "rng": mine["rng"], "step": int(trainer["step"]),
                               "strategy": {"rounds": max(int(s.get("strategy", {}).get("rounds", 0)) for s in learners)}}
@@ -156,26 +168,13 @@ def _mean(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     return out
 
 
-def _mean_momentum(main: dict[str, Any], states: list[dict[str, Any]]) -> dict[str, Any]:
-    """The main optimizer state with every momentum buffer averaged over the learners that have one."""
-    out = {"param_groups": main["param_groups"], "state": {}}
-    for index in main["state"]:
-        buffers = [s["state"][index]["momentum_buffer"] for s in states
-                   if index in s["state"] and s["state"][index].get("momentum_buffer") is not None]
-        entry = dict(main["state"][index])
-        if buffers:
-            entry["momentum_buffer"] = torch.stack([b.to(buffers[0].device) for b in buffers]).mean(0)
-        out["state"][index] = entry
-    return out
-
-
 def resize_note(trainer: dict[str, Any], then: int, now: int, strategy: str) -> str:
     """What a resume on another job shape does, in one line (the log and the dry-run plan)."""
     saved = trainer.get("strategy", {})
     differ = saved.get("own_weights", False) and then > 1
     parts = [f"written by {then} learner(s) ({saved.get('strategy', 'single')}), resumed by {now} ({strategy})",
              "weights averaged over the learners" if differ else "weights of the one model",
-             "momentum averaged" if then > 1 else "momentum kept"]
+             "optimizer state averaged" if then > 1 else "optimizer state kept"]
     work = trainer.get("work")
     if work is not None:
         parts.append(f"epoch {work['epoch']} in progress: {work['store']['done']} of its blocks done, "

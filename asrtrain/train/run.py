@@ -21,6 +21,7 @@ from asrtrain.distributed.logs import parent_spec
 from asrtrain.train.augment import spec_masker
 from asrtrain.train.config import TrainConfig
 from asrtrain.train.hooks import Hooks
+from asrtrain.train.optim import ADAM_BETA2
 from asrtrain.train.plateau import Plateau
 from asrtrain.train.resume import describe
 from asrtrain.train.schedule import LRSchedule
@@ -42,6 +43,14 @@ def run(cfg: TrainConfig, dist_cfg: DistConfig, main_log: Path | None = None,
     """
     logs = parent_spec(Path(cfg.exp) / "log", main_log) if dist_cfg.distributed else None
     return run_job(learner, dist_cfg, cfg, hooks, seed=cfg.seed, logs=logs)
+
+
+def _optimizer(cfg: TrainConfig) -> str:
+    """The optimizer row of the plan: which one, with what momentum (beta1) and decay."""
+    if cfg.optimizer == "adam":
+        return f"adam (AdamW, betas {cfg.momentum:g}/{ADAM_BETA2:g}, weight decay {cfg.weight_decay:g})"
+    return (f"sgd (momentum {cfg.momentum:g}{', Nesterov' if cfg.nesterov else ''}, "
+            f"weight decay {cfg.weight_decay:g})")
 
 
 def _save_policy(cfg: TrainConfig) -> str:
@@ -103,7 +112,7 @@ def plan(cfg: TrainConfig, dist_cfg: DistConfig) -> dict[str, Any]:
     out.update({
         "batch (chunks)": cfg.batch, "batch_per_learner": per, "effective_batch": per * world,
         "super_learner_batch": per * size, **_steps(cfg, archive.num_chunks, world, size),
-        "epochs": cfg.epochs, "peak lr": schedule.peak_lr,
+        "epochs": cfg.epochs, "optimizer": _optimizer(cfg), "peak lr": schedule.peak_lr,
         "lr schedule": cfg.lr_schedule,
         "lr by epoch": _rates(resolved),
         "final model (--select)": f"{cfg.selection}: {_SELECT[cfg.selection.rule].format(n=cfg.selection.n)}",

@@ -52,6 +52,7 @@ from asrtrain.train.device import DeviceBatch, StepFigures, ahead
 from asrtrain.train.events import open_sink
 from asrtrain.train.hooks import Hooks
 from asrtrain.train.metrics import EpochBar, MetricsLog, StepWindow, epoch_row, epoch_summary
+from asrtrain.train.optim import make_optimizer
 from asrtrain.train.plateau import Plateau, PlateauState
 from asrtrain.train.priors import describe_shift, mean_posterior
 from asrtrain.train.resume import restore
@@ -114,10 +115,9 @@ class Trainer:
         self.model = BLSTM(self.cfg.model)
         self.model.set_normalization(self.input.take(self.archive.mean), self.input.take(self.archive.var))
         self.model.to(self.device)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.schedule.lr(1),
-                                         momentum=self.cfg.momentum, nesterov=self.cfg.nesterov,
-                                         weight_decay=self.cfg.weight_decay,
-                                         fused=self.device.type == "cuda" or None)
+        self.optimizer = make_optimizer(self.cfg.optimizer, self.model.parameters(), self.schedule.lr(1),
+                                        self.cfg.momentum, self.cfg.nesterov, self.cfg.weight_decay,
+                                        self.device)
         self.figures = StepFigures(self.device)
         self.masker = self._masker()
         loader_opts: dict[str, Any] = {k: v for k, v in (("block_chunks", self.cfg.block_chunks),

@@ -112,6 +112,7 @@ select=${select-}                   # final.pt: best (held-out loss), last, aver
 dropout=${dropout-}
 spec_augment=${spec_augment-}
 label_smoothing=${label_smoothing-} # train --label-smoothing (empty: train's default, none)
+optimizer=${optimizer-}             # train --optimizer sgd|adam (empty: train's default, sgd)
 context=${context-}                 # frames of each neighbouring chunk a chunk is trained and decoded with (train --context)
 strategy=${strategy-h-adpsgd}
 nproc=${nproc-4}
@@ -361,7 +362,7 @@ hybrid_train() {
   opts o --hidden:hidden --layers:layers --proj:proj --epochs:epochs --batch:batch \
     --base-batch:base_batch --lr:lr --warmup-epochs:warmup_epochs --anneal:anneal \
     --lr-schedule:lr_schedule --plateau-stop:plateau_stop --select:select --dropout:dropout \
-    --spec-augment:spec_augment --label-smoothing:label_smoothing --context:context \
+    --spec-augment:spec_augment --label-smoothing:label_smoothing --context:context --optimizer:optimizer \
     --topology:topology
   local group_opt=()   # super-learners exist only in H-ADPSGD
   if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi

@@ -171,6 +171,7 @@ STEP = 0.05  # the straggler scenario's emulated compute per step
 # SSGD: batch 12 = 3 chunks per learner, blocks of 8 chunks (3 + 3 + 2) and a shorter last
 # block, so members of the one super-learner take empty steps in lockstep.
 SSGD = dict(batch=12, base_batch=12, lr=0.3)
+SSGD_ADAM = dict(SSGD, lr=0.01, optimizer="adam")  # the strategies never look inside the optimizer
 # lr 0: weights move only by gossip. Three epochs: each ends on an agreed round that at
 # least one learner began after a step, so at least three rounds happen however the
 # 2 shared cores schedule the workers.
@@ -187,6 +188,8 @@ def mechanism_runs(train: Path, root: Path) -> list:
     no_avg = {"strategy": "adpsgd", "nproc": 4, "global_average": False}
     return [
         ("ssgd", {"strategy": "ssgd", "nproc": 4}, c("ssgd", **SSGD),
+         Recorder(record_weights=True, record_batches=True, step_sleep_s=0.005)),
+        ("ssgd-adam", {"strategy": "ssgd", "nproc": 4}, c("ssgd-adam", **SSGD_ADAM),
          Recorder(record_weights=True, record_batches=True, step_sleep_s=0.005)),
         ("adpsgd-zero", no_avg, c("adpsgd-zero", **ZERO), zero_hooks),
         ("random-zero", {**no_avg, "topology": "random-ring", "reshuffle_every": 1, "gossip_seed": 3},

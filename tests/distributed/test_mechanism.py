@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from jobs import SSGD, STEP, mechanism_runs, scenarios, tiny_config  # noqa: E402
+from jobs import SSGD, SSGD_ADAM, STEP, mechanism_runs, scenarios, tiny_config  # noqa: E402
 
 from asrtrain.data.archive import Archive  # noqa: E402
 from asrtrain.data.loader import ChunkLoader, real_frames  # noqa: E402
@@ -45,8 +45,9 @@ def _t(v) -> torch.Tensor:
     return torch.tensor(v, dtype=torch.float64)
 
 
-def test_ssgd_equals_one_learner_on_the_union_of_the_batches(runs, archives, tmp_path):
-    recs = runs["ssgd"]
+@pytest.mark.parametrize("name,options", [("ssgd", SSGD), ("ssgd-adam", SSGD_ADAM)])
+def test_ssgd_equals_one_learner_on_the_union_of_the_batches(runs, archives, tmp_path, name, options):
+    recs = runs[name]
     steps = recs[0]["steps"]
     assert steps >= 4 and all(r["steps"] == steps for r in recs)
     # Members claim a block each per round (member j: positions j, j+4, ...); a member's batches carry
@@ -57,7 +58,7 @@ def test_ssgd_equals_one_learner_on_the_union_of_the_batches(runs, archives, tmp
     assert sum(b is not None for r in recs for b in r["batches"]) == batches
     assert any(b is None for r in recs for b in r["batches"])
     # The reference: one learner (the base strategy) taking the same steps on the union.
-    one = Trainer(tiny_config(archives[0], tmp_path / "one", **SSGD))
+    one = Trainer(tiny_config(archives[0], tmp_path / "one", **options))
     assert torch.equal(_t(recs[0]["initial"]), _t([w for p in one.model.parameters() for w in p.reshape(-1).tolist()]))
     for s in range(steps):
         real = [r["batches"][s] for r in recs if r["batches"][s] is not None]

@@ -33,7 +33,7 @@ def archives(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def stage5(recipe: str, strategy: str, archives: Path, work: Path) -> subprocess.CompletedProcess[str]:
+def stage5(recipe: str, strategy: str, archives: Path, work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     for name in (recipe, "utils"):
         shutil.copytree(ROOT / "recipes" / name, work / "recipes" / name, ignore=shutil.ignore_patterns("data", "exp"))
     (work / "data" / "archives").mkdir(parents=True)
@@ -49,9 +49,15 @@ def stage5(recipe: str, strategy: str, archives: Path, work: Path) -> subprocess
     conf.write_text("".join(f"{v}=unused\n" for v in SWBD_REQUIRED) if recipe == "swbd" else "")
     cmd = ["bash", str(work / "recipes" / recipe / "run.sh"), "--config", str(conf), "--data", str(work / "data"),
            "--exp", str(work / "exp"), "--stage", "5", "--stop-stage", "5", "--strategy", strategy,
-           "--nproc", "4", "--group-size", "2", "--batch", "64"]
+           "--nproc", "4", "--group-size", "2", "--batch", "64", *extra]
     env = dict(os.environ, PATH=f"{bin_dir}:/usr/bin:/bin", COLUMNS="3000", OMP_NUM_THREADS="1")
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+
+
+def _plan(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return {c[1].strip(): c[2].strip() for c in (line.split("│") for line in proc.stdout.splitlines())
+            if len(c) == 4}
 
 
 @pytest.mark.parametrize("recipe,strategy", [
@@ -59,10 +65,13 @@ def stage5(recipe: str, strategy: str, archives: Path, work: Path) -> subprocess
     ("synth", "ssgd"), ("synth", "adpsgd"), ("synth", "h-adpsgd"),
 ])
 def test_training_stage_command_is_accepted(recipe: str, strategy: str, archives: Path, tmp_path: Path) -> None:
-    proc = stage5(recipe, strategy, archives, tmp_path)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    rows = {c[1].strip(): c[2].strip() for c in (line.split("│") for line in proc.stdout.splitlines())
-            if len(c) == 4}
+    rows = _plan(stage5(recipe, strategy, archives, tmp_path))
     assert rows["strategy"] == strategy and rows["learners"] == "4" and rows["launcher"] == "nproc"
     assert rows["super_learner_size"] == {"ssgd": "4", "adpsgd": "1", "h-adpsgd": "2"}[strategy]
     assert rows["effective_batch"] == "64"
+
+
+def test_the_recipe_passes_the_optimizer_to_train(archives: Path, tmp_path: Path) -> None:
+    assert _plan(stage5("synth", "ssgd", archives, tmp_path / "sgd"))["optimizer"].startswith("sgd (")
+    rows = _plan(stage5("synth", "ssgd", archives, tmp_path / "adam", "--optimizer", "adam"))
+    assert rows["optimizer"].startswith("adam (AdamW")
