@@ -66,6 +66,10 @@ from asrtrain.cli.options import config_option, resolved_params
               help="Resample utterances, or speakers with their utterances (the speakers of "
                    "utt2spk; refused where there is none and the ids name one per utterance).")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--lm-text", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The LM's training text: the reports also split the reference words into those "
+                   "in its vocabulary and those outside it, with the errors on each (a word the LM "
+                   "text lacks is mostly lost whatever the acoustic model does).")
 @click.pass_context
 def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | None,
           sweep_dir: Path | None, pick_dir: Path | None, ref_override: Path | None,
@@ -73,7 +77,7 @@ def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | No
           subsets: tuple[str, ...], fragments: str, optional_deletable: bool,
           filter_regex: str, split_hyphens: bool, extra_hyp: str, ref_format: str,
           hyp_format: str, utt2spk: Path | None, bootstrap: int, bootstrap_unit: str,
-          seed: int, config: str | None) -> None:
+          seed: int, lm_text: Path | None, config: str | None) -> None:
     """Word error rate of HYP (Kaldi text or CTM) against REF (Kaldi text or STM).
 
     Alignment and counts agree with NIST sclite (sub 4, ins/del 3); OUT gets
@@ -103,7 +107,7 @@ def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | No
                         filter_regex=filter_regex or None, split_hyphens=split_hyphens,
                         extra_hyp=extra_hyp, ref_format=ref_format, hyp_format=hyp_format,
                         utt2spk=utt2spk, subsets=parse_subsets(subsets), bootstrap=bootstrap,
-                        bootstrap_unit=bootstrap_unit, seed=seed)
+                        bootstrap_unit=bootstrap_unit, seed=seed, lm_text=lm_text)
     params = {k: (str(v) if isinstance(v, Path) else v) for k, v in
               resolved_params(ctx).items()}
     if sweep_dir is not None and pick_dir is not None:
@@ -113,6 +117,8 @@ def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | No
                    f"{picked['test_line']} {picked['test_file']}")
         click.echo(f"best on test (oracle): {picked['oracle']['line']} "
                    f"{picked['oracle']['file']}")
+        if picked.get("lm_text_vocabulary"):
+            click.echo(picked["lm_text_vocabulary"]["line"])
         for text in picked["warnings"]:
             click.echo(f"warning: {text}")
     elif sweep_dir is not None:
@@ -125,3 +131,5 @@ def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | No
             data = score_files(ref, hyp, out, opts)
         click.echo(f"{data['kaldi_line']}  (Kaldi compute-wer)")
         click.echo(f"{data['sclite_line']}  (sclite)")
+        if "lm_text_vocabulary" in data:
+            click.echo(data["lm_text_vocabulary"]["line"])

@@ -108,7 +108,7 @@ def pick_on(test_dir: Path, dev_dir: Path, opts: ScoreOptions,
     # dev: the same normalisation; formats detected, speakers from beside its reference,
     # no bootstrap (its intervals are not reported)
     dev = sweep(dev_dir, replace(opts, ref_format="auto", hyp_format="auto", utt2spk=None,
-                                 bootstrap=0))
+                                 bootstrap=0, lm_text=None))
     test = sweep(test_dir, opts, ref)
     name = lowest({n: dev["weights"][n] for n in test["weights"]})
     lmwt, wip = grid.settings[name]
@@ -140,7 +140,8 @@ def _summary(test_dir: Path, dev_dir: Path, grid: Grid, name: str, dev: dict[str
                        "wer": test["weights"][oracle]["kaldi_wer"],
                        "line": test["weights"][oracle]["kaldi_line"],
                        "file": str(test_dir / f"wer_{oracle}")},
-            "warnings": warnings}
+            "warnings": warnings,
+            "lm_text_vocabulary": test["weights"][name].get("lm_text_vocabulary")}
 
 
 def _report(s: dict[str, Any]) -> str:
@@ -149,5 +150,7 @@ def _report(s: dict[str, Any]) -> str:
     lines = [f"{s['test_line']} {s['test_file']}",
              f"# dev-picked: lmwt {p['lmwt']}, wip {p['wip']} on {s['dev']}: {s['dev_line']}",
              f"# {s['oracle']['label']}: {s['oracle']['line']} {s['oracle']['file']}"]
+    if s.get("lm_text_vocabulary"):
+        lines.append(f"# {s['lm_text_vocabulary']['line']}")
     lines += [f"# warning: {w}" for w in s["warnings"]]
     return "\n".join(lines) + "\n"

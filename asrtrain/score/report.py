@@ -26,6 +26,7 @@ from asrtrain.core.atomic import write_text
 from asrtrain.score.align import CORRECT, DELETION, INSERTION, SUBSTITUTION, Counts
 from asrtrain.score.bootstrap import Interval, bootstrap_wer
 from asrtrain.score.scorer import ScoreResult, UttScore
+from asrtrain.score.vocab import VocabSplit
 
 
 def kaldi_lines(c: Counts, missing: int = 0) -> str:
@@ -135,8 +136,10 @@ def interval_for(res: ScoreResult, utts: Sequence[UttScore], replications: int, 
 
 def write_reports(res: ScoreResult, out: Path, subsets: Sequence[tuple[str, str]] = (),
                   bootstrap: int = 1000, bootstrap_unit: str = "utterance", seed: int = 0,
-                  top: int = 20, options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write every report into ``out``; returns the ``wer.json`` content."""
+                  top: int = 20, options: dict[str, Any] | None = None,
+                  vocab: VocabSplit | None = None) -> dict[str, Any]:
+    """Write every report into ``out``; returns the ``wer.json`` content. ``vocab``: the
+    reference words split by the LM text's vocabulary (``score --lm-text``)."""
     out.mkdir(parents=True, exist_ok=True)
     total, ktotal = res.total(), res.kaldi_total()
     spk = res.by_speaker()
@@ -156,6 +159,8 @@ def write_reports(res: ScoreResult, out: Path, subsets: Sequence[tuple[str, str]
         text.append(f"bootstrap {name}: WER {iv.wer:.2f}%, {int(iv.level * 100)}% interval "
                     f"[{iv.low:.2f}, {iv.high:.2f}] ({iv.replications} resamplings of "
                     f"{iv.unit}s)\n")
+    if vocab is not None:
+        text.append(vocab.line() + "\n")
     text.append(_accounting(res))
     write_text(out / "summary.txt", "".join(text))
     write_text(out / "alignments.pra", "".join(pra_block(u) for u in res.utts))
@@ -184,6 +189,8 @@ def write_reports(res: ScoreResult, out: Path, subsets: Sequence[tuple[str, str]
         "top_insertions": [[w, n] for w, n in conf.ins.most_common(top)],
         "options": options or {},
     }
+    if vocab is not None:
+        data["lm_text_vocabulary"] = vocab.as_dict()
     write_text(out / "wer.json", json.dumps(data, indent=1, sort_keys=False) + "\n")
     return data
 

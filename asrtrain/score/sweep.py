@@ -27,6 +27,7 @@ from asrtrain.decode.grid import parse_setting
 from asrtrain.score.normalize import DEFAULT_FILTER, Normalizer, load_glm
 from asrtrain.score.report import kaldi_lines, write_reports
 from asrtrain.score.scorer import check_speakers, load_inputs, score_inputs
+from asrtrain.score.vocab import read_vocab, split_by_vocab
 
 log = logging.getLogger("asrtrain.score")
 
@@ -48,6 +49,7 @@ class ScoreOptions:
     bootstrap: int = 1000
     bootstrap_unit: str = "utterance"
     seed: int = 0
+    lm_text: Path | None = None   # the reports split the reference words by its vocabulary (vocab.py)
 
     def normalizer(self) -> Normalizer:
         glm = load_glm(self.glm) if self.glm is not None else None
@@ -77,9 +79,11 @@ def score_files(ref: Path, hyp: Path, out: Path, opts: ScoreOptions) -> dict[str
     if opts.bootstrap > 0:
         check_speakers(inputs, opts.bootstrap_unit, ref)
     res = score_inputs(inputs, normalizer, opts.extra_hyp, hyp)
+    vocab = split_by_vocab((u.pairs for u in res.utts), read_vocab(opts.lm_text), str(opts.lm_text)) \
+        if opts.lm_text is not None else None
     data = write_reports(res, out, opts.subsets, opts.bootstrap, opts.bootstrap_unit,
                          opts.seed, options={"ref": str(ref), "hyp": str(hyp),
-                                             **opts.as_dict()})
+                                             **opts.as_dict()}, vocab=vocab)
     log.info("%s: %s", hyp, data["kaldi_line"])
     return data
 
@@ -154,6 +158,8 @@ def sweep(decode_dir: Path, opts: ScoreOptions, ref: Path | None = None) -> dict
         k = data["kaldi"]
         results[name] = {"kaldi_wer": k["wer"], "kaldi_errors": k["errors"],
                          "sclite_wer": data["wer"], "kaldi_line": data["kaldi_line"]}
+        if "lm_text_vocabulary" in data:
+            results[name]["lm_text_vocabulary"] = data["lm_text_vocabulary"]
         write_text(decode_dir / f"wer_{name}", read_text(decode_dir / "score" / name / "wer"))
     _remove_stale_wer(decode_dir, set(results))
     best = lowest(results)

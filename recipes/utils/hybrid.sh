@@ -392,8 +392,10 @@ hybrid_decode() {
 
 hybrid_score() {   # its report goes to $score_report, printed after the last stage
   echo "=== stage $1: score (the LM weight and insertion penalty picked on ${pick_split:-test, an oracle})"
-  local t=$model/decode_$test_split rung picked file utt2spk=()
+  local t=$model/decode_$test_split rung picked file utt2spk=() vocab=()
   if [ -f "$(split_dir "$test_split")/utt2spk" ]; then utt2spk=(--utt2spk "$(split_dir "$test_split")/utt2spk"); fi
+  # the test words the LM text lacks, and their errors, in each report (none with the user's own ARPA)
+  if [ -f "$lm_text" ]; then vocab=(--lm-text "$lm_text"); fi
   if ! has_text "$test_split"; then   # transcribed, not scored
     asrtrain score --sweep "$model/decode_$pick_split"
     picked=$(awk '{print $NF}' "$model/decode_$pick_split/best_wer"); picked=${picked##*wer_}
@@ -403,14 +405,14 @@ $t/hyp/$picked.txt"
   fi
   for rung in ${gmm_rungs//,/ }; do   # Kaldi's RESULTS: a line per rung, before the network's
     asrtrain score --sweep "$gmm/decode_${rung}_$test_split" --pick-on "$gmm/decode_${rung}_$pick_split" \
-      "${utt2spk[@]}" > "$gmm/score_$rung.log" 2>&1
+      "${utt2spk[@]}" "${vocab[@]}" > "$gmm/score_$rung.log" 2>&1
     echo "$rung: $(head -1 "$gmm/decode_${rung}_$test_split/dev_picked_wer" | awk '{NF--; print}')"
   done
   if [ -n "$pick_split" ]; then
-    asrtrain score --sweep "$t" --pick-on "$model/decode_$pick_split" "${utt2spk[@]}"
+    asrtrain score --sweep "$t" --pick-on "$model/decode_$pick_split" "${utt2spk[@]}" "${vocab[@]}"
     file=$t/dev_picked_wer title=$result_title
   else
-    asrtrain score --sweep "$t" "${utt2spk[@]}"
+    asrtrain score --sweep "$t" "${utt2spk[@]}" "${vocab[@]}"
     file=$t/best_wer title=$oracle_title
   fi
   picked=$(head -1 "$file" | awk '{print $NF}'); picked=${picked##*wer_}
