@@ -66,10 +66,11 @@ from asrtrain.cli.options import config_option, resolved_params
               help="Resample utterances, or speakers with their utterances (the speakers of "
                    "utt2spk; refused where there is none and the ids name one per utterance).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--lm-text", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The LM's training text: the reports also split the reference words into those "
-                   "in its vocabulary and those outside it, with the errors on each (a word the LM "
-                   "text lacks is mostly lost whatever the acoustic model does).")
+@click.option("--lm-text", type=click.Path(exists=True, path_type=Path),
+              help="The LM's training text, or the lang dir (its lm_words.txt: the text's words once "
+                   "--exclude-text took dev's out): the reports also split the reference words into "
+                   "those in its vocabulary and those outside it, with the errors on each (a word the "
+                   "LM text lacks is mostly lost whatever the acoustic model does).")
 @click.pass_context
 def score(ctx: click.Context, ref: Path | None, hyp: Path | None, out: Path | None,
           sweep_dir: Path | None, pick_dir: Path | None, ref_override: Path | None,

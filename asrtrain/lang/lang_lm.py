@@ -10,7 +10,9 @@ writes
   ``--prune-threshold`` / ``--prune-ngrams`` its entropy-pruned copy;
 * ``lm_first/``: when pruned, the first-pass LM as a store too (what the rescorer takes
   out of the lattice's costs);
-* ``lm_report.json``: counts, vocabulary coverage, pruning, sizes, dev perplexities.
+* ``lm_report.json``: counts, vocabulary coverage, pruning, sizes, dev perplexities;
+* ``lm_words.txt`` (an LM estimated from text): the words that text gave it, after
+  ``--exclude-text``, for ``score --lm-text LANG`` (which reference words the LM never read).
 
 The vocabulary is the lexicon's (``words.txt``): as ``arpa2fst --read-symbol-table``,
 n-grams of ARPA words without a pronunciation are skipped, and lexicon words the ARPA
@@ -35,7 +37,7 @@ from asrtrain.lang.trie import NgramTrie, read_trie, write_arpa
 
 log = logging.getLogger("asrtrain.lang.lm")
 
-FULL_DIR, FIRST_DIR, REPORT = "lm_full", "lm_first", "lm_report.json"
+FULL_DIR, FIRST_DIR, REPORT, LM_WORDS = "lm_full", "lm_first", "lm_report.json", "lm_words.txt"
 NOT_WORDS = (EPS, "#0")
 
 

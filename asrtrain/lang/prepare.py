@@ -20,7 +20,7 @@ from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.core.textio import read_lines
 from asrtrain.lang import graph as graphs
 from asrtrain.lang.hmm import Topology, estimate_topology
-from asrtrain.lang.lang_lm import Pruning, build_lms
+from asrtrain.lang.lang_lm import LM_WORDS, Pruning, build_lms
 from asrtrain.lang.lexicon import (
     UNK,
     align_lexicon_text,
@@ -235,6 +235,7 @@ def _language_models(lex_words: list[str], wtab: dict[str, int], lm_text: Path |
         if dev:
             text_figures["dev_sentences_in_lm_text"] = dev_in_text(dev, sentences, dev_text)
         sentences, text_figures["lm_oov_tokens"] = map_oov(sentences, set(lex_words), lm_text)
+        write_lm_words(sentences, out / LM_WORDS)
         lm = estimate(sentences, order=order, vocab=lex_words, min_count=min_count)
         del sentences
         full_arpa = out / ("lm_full.arpa" if pruning.wanted else "lm.arpa")
@@ -245,6 +246,7 @@ def _language_models(lex_words: list[str], wtab: dict[str, int], lm_text: Path |
         del lm
     else:
         log.info("LM: %s (--order and --min-count apply to LM text only)", arpa)
+        (out / LM_WORDS).unlink(missing_ok=True)  # no text: a former run's list would mislead
     assert full_arpa is not None
     got = build_lms(full_arpa, out, wtab, lex_words, pruning, dev,
                     first_arpa_written=lm_text is not None and not pruning.wanted, text_figures=text_figures)
@@ -252,6 +254,13 @@ def _language_models(lex_words: list[str], wtab: dict[str, int], lm_text: Path |
     if "dev_perplexity_full" in got:
         figures["dev_perplexity"] = got["dev_perplexity_full"]
     return figures
+
+
+def write_lm_words(sentences: list[list[str]], path: Path) -> None:
+    """The words the LM is estimated from, one a line: what ``score --lm-text LANG`` splits the
+    reference by, after ``--exclude-text`` (the raw text would count dev's words as read)."""
+    words = sorted({w for s in sentences for w in s} - {UNK})
+    write_text(path, "".join(f"{w}\n" for w in words))
 
 
 def dev_in_text(dev: list[list[str]], sentences: list[list[str]], dev_text: Path) -> float:

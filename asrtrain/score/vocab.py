@@ -5,7 +5,10 @@ is mostly lost whatever the acoustic model does; a WER that hides that share can
 an acoustic change could win. With ``score --lm-text FILE`` the reports count, over the
 reference words (the scored ones, after the normaliser), those inside FILE's vocabulary and
 those outside it, and how many of each were substituted or deleted. Insertions have no
-reference word and stay apart.
+reference word and stay apart. FILE may be a lang dir: its ``lm_words.txt``, the words of the
+text its LM was estimated from once ``--exclude-text`` took dev's lines out (the recipes pass
+it: the raw LM text would count a word only dev's transcripts hold as read, and would be read
+whole again by every score).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from asrtrain.core.errors import InputError
 from asrtrain.core.textio import read_lines
+from asrtrain.lang.lang_lm import LM_WORDS
 from asrtrain.score.align import CORRECT, INSERTION, Pair
 
 
@@ -57,8 +61,14 @@ def _pct(n: int, d: int) -> str:
 
 @functools.lru_cache(maxsize=2)
 def read_vocab(path: Path) -> frozenset[str]:
-    """The words of an LM text (one sentence a line, as ``prepare lang`` reads it); read once
-    for all the settings of a sweep."""
+    """The words of an LM text (one sentence a line, as ``prepare lang`` reads it), or of a lang
+    dir's ``lm_words.txt``; read once for all the settings of a sweep."""
+    if path.is_dir():
+        listed = path / LM_WORDS
+        if not listed.is_file():
+            raise InputError(f"no {LM_WORDS}: its LM was not estimated from a text by this version "
+                             "of prepare lang (an --arpa LM, or an older lang dir); give the LM text", path)
+        path = listed
     words = frozenset(w for line in read_lines(path) for w in line.split())  # errors name the file
     if not words:
         raise InputError("the LM text holds no words", path)

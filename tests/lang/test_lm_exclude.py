@@ -40,6 +40,26 @@ def test_leaving_dev_out_gives_the_lm_of_the_text_without_it(run_cli, mini_corpu
     assert f"{len(dev)} lines left out" in res.stderr
 
 
+def test_the_lang_dir_lists_the_words_its_lm_was_estimated_from(mini_corpus, tmp_path):
+    """lm_words.txt (what ``score --lm-text LANG`` reads) is the text's words once dev's lines are
+    out: a word only dev's transcripts hold is not listed, as the LM never read it."""
+    text = tmp_path / "lm_text"
+    text.write_text((mini_corpus / "lm_text").read_text() + "ZEBRA CAT\n")
+    exclude = tmp_path / "dev_text"
+    exclude.write_text("dev-1 REED AT A DOG\n")  # the text's one line with REED
+    lexicon = {ln.split()[0] for ln in (mini_corpus / "dict" / "lexicon.txt").read_text().splitlines() if ln.strip()}
+    words = {w for line in text.read_text().splitlines() for w in line.split()} & lexicon  # ZEBRA, THE: <UNK>
+    out = tmp_path / "excluded"
+    prepare_lang(mini_corpus / "dict", text, mini_corpus, out, order=2, num_pdfs=40, exclude_text=exclude)
+    assert (out / "lm_words.txt").read_text() == "".join(f"{w}\n" for w in sorted(words - {"REED"}))
+    kept = tmp_path / "kept"
+    prepare_lang(mini_corpus / "dict", text, mini_corpus, kept, order=2, num_pdfs=40)
+    assert set((kept / "lm_words.txt").read_text().split()) == words
+    # an ARPA has no text: a list left from a former run in the same dir goes
+    prepare_lang(mini_corpus / "dict", None, mini_corpus, kept, order=2, num_pdfs=40, arpa=out / "lm.arpa")
+    assert not (kept / "lm_words.txt").exists()
+
+
 def test_dev_lines_in_the_lm_text_lower_its_perplexity(mini_corpus, tmp_path):
     """Why the recipe leaves them out: with them, the dev perplexity is not the test's."""
     text, dev = _with_dev_lines(mini_corpus, tmp_path)

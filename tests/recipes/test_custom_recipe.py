@@ -100,8 +100,9 @@ def test_yesno_reaches_zero_wer_at_the_dev_picked_setting_then_transcribes(tmp_p
     assert rungs["mono"] <= 3.0 and rungs["sat"] <= 40.0, rungs
     picked = (recipe / "exp/blstm/decode_test/dev_picked_wer").read_text()
     assert "best on test (oracle)" in picked
-    # every test word is in the LM text: the split by its vocabulary says so
-    assert re.search(r"^# reference words outside the LM text \(.*lm_text\): 0 of \d+ \(0\.0%\)", picked, re.M), picked
+    # every test word is in the LM text: the split by its vocabulary (the lang dir's list of the
+    # words the LM was estimated from) says so
+    assert re.search(r"^# reference words outside the LM text \(.*/lang\): 0 of \d+ \(0\.0%\)", picked, re.M), picked
     # the LM has the order the config asks for (yesno's unigram), not prepare lang's default
     assert json.loads((recipe / "data/lang/lm_report.json").read_text())["lm_order"] == 1
     # the last stage exported the model at the dev-picked setting; transcribe.sh reads it

@@ -75,3 +75,22 @@ def test_an_empty_or_missing_lm_text_is_refused_naming_it(tmp_path: Path) -> Non
     out = CliRunner().invoke(cli, ["score", str(ref), str(hyp), str(tmp_path / "o"), "--lm-text",
                                    str(tmp_path / "nope.txt")])
     assert out.exit_code == 2 and "nope.txt" in out.output
+
+
+def test_a_lang_dir_gives_its_lm_words_and_one_without_them_is_refused(tmp_path: Path) -> None:
+    """The recipes pass the lang dir: its lm_words.txt (dev's lines out) splits as the text would."""
+    ref, hyp = _write(tmp_path / "ref.txt", REF), _write(tmp_path / "hyp.txt", HYP)
+    lang = tmp_path / "lang"
+    lang.mkdir()
+    (lang / "lm_words.txt").write_text("".join(f"{w}\n" for w in sorted(set(LM_TEXT.split()))))
+    out = CliRunner().invoke(cli, ["score", str(ref), str(hyp), str(tmp_path / "o"), "--lm-text", str(lang),
+                                   "--bootstrap", "0"])
+    assert out.exit_code == 0, out.output
+    v = json.loads((tmp_path / "o" / "wer.json").read_text())["lm_text_vocabulary"]
+    assert (v["outside"], v["outside_wrong"], v["inside"], v["inside_wrong"]) == (3, 2, 7, 1)
+    assert v["lm_text"] == str(lang)
+    bare = tmp_path / "arpa_lang"
+    bare.mkdir()
+    out = CliRunner().invoke(cli, ["score", str(ref), str(hyp), str(tmp_path / "p"), "--lm-text", str(bare)])
+    assert out.exit_code != 0 and "arpa_lang" in out.output and "lm_words.txt" in out.output
+    assert not (tmp_path / "p" / "wer.json").exists()

@@ -10,6 +10,9 @@ recipe's first pass; the network's is its output on its own chunks. Prints the p
 (all frames, speech frames), the phone cross-entropy and the silence confusions of each.
 
     local/phone_acc.py RUN_DIR [MODEL]     # RUN_DIR: a recipes/custom --data/--exp pair's parent
+
+--ref-ctm takes dev's phones from another aligner's CTM instead (a run on a few speakers has an
+aligner as weak as its models; the 2.7 h run's alignments of the same utterances judge both).
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path, help="the directory holding data/ and exp/ of a recipes/custom run")
     ap.add_argument("model", type=Path, nargs="?", help="the network [RUN/exp/blstm/final.pt]")
+    ap.add_argument("--ref-ctm", type=Path, help="dev's reference phones [RUN/exp/ali/dev/phone.ctm]")
     args = ap.parse_args()
     run, ali = args.run, args.run / "exp/ali"
     gmm_phone, counts = gmm_pdf_phones(ali)
@@ -90,9 +94,12 @@ def main() -> None:
     silence = [index[p] for p in SILENCE if p in index]
     maps = {"gmm": np.array([index[gmm_phone.get(p, "sil")] for p in range(gmm.num_pdfs)]),
             "net": np.array([index[net_phone[p]] for p in range(len(net_phone))])}
-    dev = ctm_segments(ali / "dev/phone.ctm")
+    dev = ctm_segments(args.ref_ctm or ali / "dev/phone.ctm")
     tally: collections.Counter = collections.Counter()
     for utt, frames in net.utterances():
+        if utt not in dev:
+            tally["utterances without reference"] += 1
+            continue
         labels = frame_phones(dev[utt], frames)
         known = labels != ""
         ref = np.array([index.get(p, -1) for p in labels])
@@ -110,7 +117,7 @@ def main() -> None:
             tally[name + " speech as sil"] += int((said_sil & speech).sum())
             tally[name + " sil as speech"] += int((~said_sil & known & ~speech).sum())
     f, s = tally["frames"], tally["speech"]
-    print(f"{f} dev frames, {s} of them speech")
+    print(f"{f} dev frames, {s} of them speech; {tally['utterances without reference']} utterances without reference")
     for name in ("gmm", "net"):
         print(f"{name}: phone accuracy {tally[name + ' right'] / f:.4f}, on speech frames "
               f"{tally[name + ' speech right'] / s:.4f}, phone cross-entropy {tally[name + ' ce'] / f:.3f}, "
