@@ -394,8 +394,8 @@ hybrid_score() {   # its report goes to $score_report, printed after the last st
   echo "=== stage $1: score (the LM weight and insertion penalty picked on ${pick_split:-test, an oracle})"
   local t=$model/decode_$test_split rung picked file utt2spk=() vocab=()
   if [ -f "$(split_dir "$test_split")/utt2spk" ]; then utt2spk=(--utt2spk "$(split_dir "$test_split")/utt2spk"); fi
-  # the test words the LM's text lacks (dev's lines left out: the lang dir's lm_words.txt), and
-  # their errors, in each report (none with the user's own ARPA)
+  # the test words the LM's text lacks (dev's lines left out: the lang dir's lm_words.txt; the
+  # raw LM text for a lang dir made before that list existed), and their errors, in each report
   if [ -f "$lang/lm_words.txt" ]; then vocab=(--lm-text "$lang"); elif [ -f "$lm_text" ]; then vocab=(--lm-text "$lm_text"); fi
   if ! has_text "$test_split"; then   # transcribed, not scored
     asrtrain score --sweep "$model/decode_$pick_split"

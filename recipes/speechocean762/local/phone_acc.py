@@ -4,14 +4,14 @@
 The SAT GMM and the BLSTM score different pdf sets (the aligner's tree, the network's), so both
 are compared on phones: each model's pdf posteriors are summed per central phone and the
 phone with the most mass is the frame's guess, against the aligner's phone of that frame
-(exp/ali/dev/phone.ctm). The GMM's posterior is its likelihood times the pdf's frequency in
+(exp/ali/dev/ali.scp). The GMM's posterior is its likelihood times the pdf's frequency in
 the training alignments, on the SAT features with each dev speaker's transform from the
 recipe's first pass; the network's is its output on its own chunks. Prints the phone accuracy
 (all frames, speech frames), the phone cross-entropy and the silence confusions of each.
 
     local/phone_acc.py RUN_DIR [MODEL]     # RUN_DIR: a recipes/custom --data/--exp pair's parent
 
---ref-ctm takes dev's phones from another aligner's CTM instead (a run on a few speakers has an
+--ref-ali takes dev's phones from another aligner's split instead (a run on a few speakers has an
 aligner as weak as its models; the 2.7 h run's alignments of the same utterances judge both).
 """
 
@@ -27,35 +27,26 @@ import torch
 
 from asrtrain.decode.gmm_scorer import GmmScorer
 from asrtrain.decode.loglikes import ModelScorer
+from asrtrain.lang.pdf_ali import read_alignments
 
 SILENCE = ("sil", "spn")
-FRAME_S = 0.01
 
 
-def ctm_segments(path: Path) -> dict[str, list[tuple[int, int, str]]]:
-    """utt -> [(first frame, end frame, phone)] of a phone CTM."""
-    out: dict[str, list[tuple[int, int, str]]] = collections.defaultdict(list)
-    for line in path.read_text().splitlines():
-        utt, _, start, dur, phone = line.split()
-        a, b = round(float(start) / FRAME_S), round((float(start) + float(dur)) / FRAME_S)
-        out[utt].append((a, b, phone))
-    return out
-
-
-def frame_phones(segments: list[tuple[int, int, str]], frames: int) -> np.ndarray:
-    labels = np.array([""] * frames, dtype=object)
-    for a, b, phone in segments:
-        labels[a:min(b, frames)] = phone
-    return labels
+def frame_phones(split_dir: Path) -> dict[str, np.ndarray]:
+    """utt -> each frame's phone name, from an aligner split's ali.scp (phone ids per frame) and
+    the aligner's phones.txt beside the split."""
+    names = {int(i): p for p, i in (ln.split() for ln in (split_dir.parent / "phones.txt").read_text().splitlines())}
+    table = np.array([names.get(i, "") for i in range(max(names) + 1)], dtype=object)
+    return {utt: table[ali] for utt, ali in read_alignments(split_dir / "ali.scp")}
 
 
 def gmm_pdf_phones(ali: Path) -> tuple[dict[int, str], collections.Counter]:
     """The aligner's pdf -> phone (the commonest under it in train) and its frame counts."""
-    ctm = ctm_segments(ali / "train/phone.ctm")
+    phones = frame_phones(ali / "train")
     seen: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
     counts: collections.Counter = collections.Counter()
     for utt, pdfs in kaldiio.load_scp_sequential(str(ali / "train/pdf.scp")):
-        for pdf, phone in zip(pdfs, frame_phones(ctm[utt], len(pdfs)), strict=True):
+        for pdf, phone in zip(pdfs, phones[utt], strict=True):
             seen[int(pdf)][phone] += 1
             counts[int(pdf)] += 1
     return {p: c.most_common(1)[0][0] for p, c in seen.items()}, counts
@@ -77,7 +68,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path, help="the directory holding data/ and exp/ of a recipes/custom run")
     ap.add_argument("model", type=Path, nargs="?", help="the network [RUN/exp/blstm/final.pt]")
-    ap.add_argument("--ref-ctm", type=Path, help="dev's reference phones [RUN/exp/ali/dev/phone.ctm]")
+    ap.add_argument("--ref-ali", type=Path, help="dev's reference phones: an aligner split dir "
+                    "holding ali.scp, phones.txt beside it [RUN/exp/ali/dev]")
     args = ap.parse_args()
     run, ali = args.run, args.run / "exp/ali"
     gmm_phone, counts = gmm_pdf_phones(ali)
@@ -94,13 +86,13 @@ def main() -> None:
     silence = [index[p] for p in SILENCE if p in index]
     maps = {"gmm": np.array([index[gmm_phone.get(p, "sil")] for p in range(gmm.num_pdfs)]),
             "net": np.array([index[net_phone[p]] for p in range(len(net_phone))])}
-    dev = ctm_segments(args.ref_ctm or ali / "dev/phone.ctm")
+    dev = frame_phones(args.ref_ali or ali / "dev")
     tally: collections.Counter = collections.Counter()
     for utt, frames in net.utterances():
         if utt not in dev:
             tally["utterances without reference"] += 1
             continue
-        labels = frame_phones(dev[utt], frames)
+        labels = dev[utt][:frames]
         known = labels != ""
         ref = np.array([index.get(p, -1) for p in labels])
         speech = known & ~np.isin(ref, silence)
