@@ -52,6 +52,7 @@ ivector_dim=auto
 lm_order=auto
 streams=auto          # the network's inputs (the sizes rule's), or a list of fmllr, ivector, logmel
 fmllr_source=auto     # the fMLLR stream's: sat (the SAT first pass) or global (the sizes rule's)
+hybrid_tree=auto      # the network's pdfs: aligner (the SAT rung's tree) or counts (num_pdfs) (the sizes rule's)
 ali_iters=15
 ivector_iters=4
 warmup_epochs=1

@@ -78,7 +78,8 @@ fmllr_source=${fmllr_source-global}
 lm_order=${lm_order-}
 num_pdfs=${num_pdfs-}
 # the network's pdfs: counts (a tree of ~num_pdfs grown from the alignments' frame counts) or
-# aligner (the tree of the last rung of ali_stages, as Kaldi's nnet recipes use the GMM's)
+# aligner (the tree of the last rung of ali_stages, as Kaldi's nnet recipes use the GMM's);
+# auto: the sizes rule's (aligner below 20 h)
 hybrid_tree=${hybrid_tree-counts}
 graph_dir=${graph_dir-}             # empty: $lang/graph
 # --- GMM baselines (Kaldi's RESULTS rungs): a graph per tree, dev and test decoded with
@@ -179,7 +180,8 @@ declare -i stage_start=$SECONDS
 took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_start=$SECONDS; }
 
 size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr lr_schedule
-            ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc plateau_stop select"
+            ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc plateau_stop select
+            hybrid_tree"
 apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, from stage features)
   local name value
   if [ -f "$data/sizes.sh" ]; then

@@ -50,6 +50,9 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     # the SAT stream below ADAPT_STREAMS_HOURS, i-vectors and the global fMLLR from it on
     assert [s["streams"] for s in sizes] == ["fmllr,logmel"] * 3 + ["fmllr,ivector,logmel"] * 2
     assert [s["fmllr_source"] for s in sizes] == ["sat"] * 3 + ["global"] * 2
+    # the network on the SAT rung's tree below 20 h (speechocean762's 2.7 h), a count tree of
+    # num_pdfs beyond (the aligner's 7,000 leaves are far from the papers' 32,000 pdfs)
+    assert [s["hybrid_tree"] for s in sizes] == ["aligner"] * 3 + ["counts"] * 2
     assert paper["streams"] == "fmllr,ivector,logmel" and demo["streams"] == "fmllr,logmel"
     # Kaldi's plateau schedule below 20 h (measured on speechocean762), the papers' anneal beyond
     assert [s["lr_schedule"] for s in sizes] == ["plateau"] * 3 + ["paper"] * 2
