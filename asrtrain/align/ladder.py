@@ -146,7 +146,7 @@ def train_tri(prev: Rung, jobs: Jobs, phones: list[int], sil: int,
         pdfs = TreePdfs(tree_from_counts(jobs.contexts(topo), topo, ci_phones=[sil],
                                          num_pdfs=cfg.tri_leaves))
         jobs.relabel(pdfs)
-    model = _single_gaussians(pdfs.num_pdfs, jobs)   # Kaldi's gmm-init-model, then mix up
+    model = single_gaussians(pdfs.num_pdfs, jobs)   # Kaldi's gmm-init-model, then mix up
     model = train_stage(cfg.spec("tri"), jobs, model, pdfs, prev.trans, cfg.beams, failures,
                         var_floor(jobs))
     return Rung("tri", prev.front, pdfs, model, prev.trans)
@@ -163,7 +163,7 @@ def train_lda(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
     pdfs = prev.pdfs
     if cfg.retree and cfg.tree == "questions" and isinstance(pdfs, TreePdfs):
         pdfs = _question_pdfs(jobs, pdfs.tree.topo, pdfs.tree.ci_phones, cfg)
-    model = _single_gaussians(pdfs.num_pdfs, jobs)
+    model = single_gaussians(pdfs.num_pdfs, jobs)
     floor = var_floor(jobs)
 
     def mllt(it: int, model: AcousticModel) -> None:
@@ -192,7 +192,7 @@ def _question_pdfs(jobs: Jobs, topo: Topology, ci_phones: list[int],
     return pdfs
 
 
-def _single_gaussians(num_pdfs: int, jobs: Jobs) -> AcousticModel:
+def single_gaussians(num_pdfs: int, jobs: Jobs) -> AcousticModel:
     """One Gaussian per pdf from the frames the current alignments give it."""
     mean, var = jobs.global_stats()
     model = AcousticModel.flat(num_pdfs, mean, var)

@@ -22,6 +22,7 @@ PREPARE_COMMANDS = {
     "perturb": "asrtrain.cli.prepare_perturb:perturb",
     "subset": "asrtrain.cli.prepare_subset:subset",
     "check-dirs": "asrtrain.cli.prepare_check_dirs:check_dirs",
+    "tree": "asrtrain.cli.prepare_tree:tree",
 }
 
 

@@ -77,9 +77,10 @@ fmllr_source=${fmllr_source-global}
 # --- lang ---
 lm_order=${lm_order-}
 num_pdfs=${num_pdfs-}
-# the network's pdfs: counts (a tree of ~num_pdfs grown from the alignments' frame counts) or
-# aligner (the tree of the last rung of ali_stages, as Kaldi's nnet recipes use the GMM's);
-# auto: the sizes rule's (aligner below 20 h)
+# the network's pdfs: counts (a tree of ~num_pdfs grown from the alignments' frame counts),
+# aligner (the tree of the last rung of ali_stages, as Kaldi's nnet recipes use the GMM's) or
+# questions (a likelihood tree of ~num_pdfs grown on that rung: prepare tree, Kaldi's chain
+# build_tree.sh); auto: the sizes rule's (aligner below 20 h)
 hybrid_tree=${hybrid_tree-counts}
 graph_dir=${graph_dir-}             # empty: $lang/graph
 # --- GMM baselines (Kaldi's RESULTS rungs): a graph per tree, dev and test decoded with
@@ -282,13 +283,21 @@ hybrid_adapt() {
 
 hybrid_lang() {
   local what="tree${num_pdfs:+ of ~$num_pdfs pdfs}"
-  if [ "$hybrid_tree" = aligner ]; then what="the ${ali_stages##*,} rung's tree"; fi
+  case "$hybrid_tree" in
+    aligner) what="the ${ali_stages##*,} rung's tree" ;;
+    questions) what="a question tree of ~$num_pdfs pdfs on the ${ali_stages##*,} rung" ;;
+  esac
   echo "=== stage $1: lang (lexicon, ${lm_order:+$lm_order-gram }LM, $what, HCLG)"
   local rung graph split o=() adapt text_opt
   case "$hybrid_tree" in   # (opts sets o anew)
     counts) opts o --order:lm_order --num-pdfs:num_pdfs ;;
     aligner) opts o --order:lm_order; o+=(--tree "$ali/models/${ali_stages##*,}.pt") ;;
-    *) die "--hybrid-tree must be counts or aligner" ;;
+    questions)
+      opts o --nj:ali_nj
+      done_or_run tree "$exp/tree" \
+        asrtrain prepare tree "$ali" "$exp/tree/network.pt" --leaves "$num_pdfs" "${o[@]}"
+      opts o --order:lm_order; o+=(--tree "$exp/tree/network.pt") ;;
+    *) die "--hybrid-tree must be counts, aligner or questions" ;;
   esac
   done_or_run lang "$lang" \
     asrtrain prepare lang "$dict" "$lm_text" "$ali" "$lang" "${o[@]}" "${lang_opts[@]}"

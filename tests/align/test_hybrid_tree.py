@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from pathlib import Path
 
 from asrtrain.align.saved import load_rung
@@ -46,3 +47,50 @@ def test_a_rung_of_other_phones_is_one_error_line(one_process: Path, tiny_corpus
                    lang, "--order", "2", "--tree", other)
     one_error(proc.stderr, 1, proc.returncode, str(other), "--tree", "numbered otherwise")
     assert not (lang / "graph" / "HCLG.fst").exists()
+
+
+def test_prepare_tree_grows_the_networks_own_tree_on_the_last_rung(
+        one_process: Path, tiny_corpus: Path, tmp_path: Path, run_cli) -> None:
+    """More leaves than the rung's, each with the frames the questions demand on the very
+    alignments the aligner wrote (the realignment reproduces them), and a lang that reads it."""
+    from asrtrain.lang.questions import MIN_LEAF_FRAMES
+
+    rung = load_rung(one_process / "models" / "sat.pt")
+    out = tmp_path / "trees" / "network.pt"
+    asked = 3 * rung.tree.num_pdfs
+    proc = run_cli("prepare", "tree", one_process, out, "--leaves", asked)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    grown = load_rung(out)
+    assert rung.tree.num_pdfs < grown.tree.num_pdfs <= asked
+    assert grown.tree.topo == rung.tree.topo   # the rung's HMM: the graph decodes with it
+    lang = tmp_path / "lang"
+    proc = run_cli("prepare", "lang", tiny_corpus / "dict", tiny_corpus / "lm_text", one_process,
+                   lang, "--order", "2", "--tree", out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert int((lang / "num_pdfs").read_text()) == grown.tree.num_pdfs
+    frames = [0] * grown.tree.num_pdfs
+    for _, ali in read_alignments(lang / "pdf_ali" / "train.scp"):
+        for p in ali:
+            frames[p] += 1
+    split = Counter(grown.tree.pdf_info)   # a phone state with 2+ pdfs was split
+    leaves = [f for f, key in zip(frames, grown.tree.pdf_info, strict=True) if split[key] > 1]
+    assert leaves and min(leaves) >= MIN_LEAF_FRAMES, sorted(leaves)[:5]
+
+
+def test_prepare_tree_needs_a_context_dependent_rung(one_process: Path, tmp_path: Path,
+                                                     run_cli, one_error) -> None:
+    import shutil
+
+    ali = tmp_path / "ali"
+    shutil.copytree(one_process, ali)
+    record = ali / "prepare-align.config.yaml"
+    text = record.read_text()
+    record.write_text(text.replace(f"stages: {_stages(text)}", "stages: mono"))
+    proc = run_cli("prepare", "tree", ali, tmp_path / "network.pt", "--leaves", 50)
+    one_error(proc.stderr, 1, proc.returncode, str(record), "context-dependent")
+    assert not (tmp_path / "network.pt").exists()
+
+
+def _stages(record: str) -> str:
+    return next(ln.split(":", 1)[1].strip() for ln in record.splitlines()
+                if ln.startswith("stages:"))
