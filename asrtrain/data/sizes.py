@@ -81,12 +81,16 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   an exported model carries that first pass (``asrtrain transcribe``; its cost in
   docs/transcribing.md). The papers' 2,000 h used the three streams; nothing between was
   measured, so the switch sits where the rule's network grows to the papers' width;
-- the network's pdfs (``hybrid_tree``): below ``ADAPT_STREAMS_HOURS`` the SAT rung's own
-  question tree (``aligner``, Kaldi's nnet recipes' way: the alignments' states and the targets
-  share one tree), beyond a tree of ``num_pdfs`` grown from frame counts (``counts``: the
-  aligner's leaves stop at 7,000, the papers' softmax has 32,000). Measured on speechocean762's
-  2.7 h (4x320, SAT fMLLR + logmel, two seeds, test500 at the dev pick): the SAT rung's 1,080
-  pdfs 48.85 and 48.51% against a 720-pdf count tree's 51.08 and 52.06% (the SAT GMM 53.38%).
+- the network's pdfs (``hybrid_tree``, ``num_pdfs``): below 20 h a likelihood tree of
+  ``NETWORK_LEAVES_PER_ALI_LEAF`` (2) leaves for each of the aligner's, grown on the SAT rung's
+  realigned training frames (``questions``: ``prepare tree``, Kaldi's chain ``build_tree.sh``);
+  beyond, a tree of ≈ 400·h^0.6 pdfs grown from frame counts (``counts``: ≈ 38k at 2,000 h, the
+  papers' softmax has 32,000; nothing was measured there). Measured on speechocean762's 2.7 h
+  (4x320, SAT fMLLR + logmel, test500 at the dev pick, seeds 0 and 1): 2,000 question leaves
+  45.93 and 46.53% (the rule gives 2,160 there), the SAT rung's own 1,080 (``aligner``, Kaldi's
+  nnet recipes' way) 48.85 and 48.51%, a 720-pdf count tree 51.08 and 52.06% (the SAT GMM
+  53.38%): the aligner's leaves are sized for Gaussians (900 frames each), the network shares
+  its parameters across pdfs. Not measured on the 40-minute cut (250 leaves, 500 for the network).
 """
 
 from __future__ import annotations
@@ -106,6 +110,8 @@ ADAPT_STREAMS_HOURS = 20.0
 #: Fewest frames of training speech a tree leaf and a Gaussian of the alignment ladder get.
 FRAMES_PER_LEAF = 900
 FRAMES_PER_GAUSSIAN = 150
+#: The network's question tree (below 20 h) has this many leaves for each of the aligner's.
+NETWORK_LEAVES_PER_ALI_LEAF = 2
 #: Fewest optimizer steps an epoch that the batch rule allows, down to ``MIN_BATCH``.
 MIN_STEPS_PER_EPOCH = 1000
 MIN_BATCH = 16
@@ -141,7 +147,8 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
         "ali_mono_gauss": _clip(min(1000, frames / 90), 30, 1000),
         "ali_leaves": leaves,
         "ali_gauss": _clip(min(6 * leaves, frames / FRAMES_PER_GAUSSIAN), leaves, 200_000),
-        "num_pdfs": _clip(400 * h ** 0.6, 30, 40_000),
+        "num_pdfs": (NETWORK_LEAVES_PER_ALI_LEAF * leaves if medium
+                     else _clip(400 * h ** 0.6, 30, 40_000)),
         "hidden": hidden, "layers": layers, "proj": hidden // 2,
         "epochs": 12 if large else 16,
         "batch": batch, "base_batch": base_batch,
@@ -154,7 +161,7 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
         "ivector_dim": 100,
         "streams": "fmllr,logmel" if h < ADAPT_STREAMS_HOURS else "fmllr,ivector,logmel",
         "fmllr_source": "sat" if h < ADAPT_STREAMS_HOURS else "global",
-        "hybrid_tree": "aligner" if h < ADAPT_STREAMS_HOURS else "counts",
+        "hybrid_tree": "questions" if medium else "counts",
     }
     if lm_tokens is not None:
         sizes["lm_order"] = 2 if lm_tokens < 20_000 else 3 if lm_tokens < 2_000_000 else 4

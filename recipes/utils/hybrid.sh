@@ -80,7 +80,7 @@ num_pdfs=${num_pdfs-}
 # the network's pdfs: counts (a tree of ~num_pdfs grown from the alignments' frame counts),
 # aligner (the tree of the last rung of ali_stages, as Kaldi's nnet recipes use the GMM's) or
 # questions (a likelihood tree of ~num_pdfs grown on that rung: prepare tree, Kaldi's chain
-# build_tree.sh); auto: the sizes rule's (aligner below 20 h)
+# build_tree.sh); auto: the sizes rule's (questions below 20 h)
 hybrid_tree=${hybrid_tree-counts}
 graph_dir=${graph_dir-}             # empty: $lang/graph
 # --- GMM baselines (Kaldi's RESULTS rungs): a graph per tree, dev and test decoded with

@@ -26,7 +26,7 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     # the demo's size: 300 pdfs, 3x160 at 0.5 as it sets by hand (its batch 128 and its 1,000
     # leaves too: the rule's floors of steps an epoch and of frames a leaf came from real speech)
     assert demo["ali_leaves"] == 300 and demo["ali_gauss"] == 1790   # 900 and 150 frames each
-    assert 250 <= demo["num_pdfs"] <= 400
+    assert demo["num_pdfs"] == 600   # twice its 300 leaves (the demo sets its own 300)
     assert (demo["layers"], demo["hidden"], demo["lr"]) == (3, 160, 0.5)
     assert demo["lm_order"] == 3
     paper = recipe_sizes(2000 * FRAMES_PER_HOUR, lm_tokens=50_000_000)
@@ -50,9 +50,11 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     # the SAT stream below ADAPT_STREAMS_HOURS, i-vectors and the global fMLLR from it on
     assert [s["streams"] for s in sizes] == ["fmllr,logmel"] * 3 + ["fmllr,ivector,logmel"] * 2
     assert [s["fmllr_source"] for s in sizes] == ["sat"] * 3 + ["global"] * 2
-    # the network on the SAT rung's tree below 20 h (speechocean762's 2.7 h), a count tree of
-    # num_pdfs beyond (the aligner's 7,000 leaves are far from the papers' 32,000 pdfs)
-    assert [s["hybrid_tree"] for s in sizes] == ["aligner"] * 3 + ["counts"] * 2
+    # below 20 h the network's own question tree, twice the aligner's leaves (speechocean762's
+    # 2.7 h: 2,000 against the SAT rung's 1,080 and a 720-pdf count tree, two seeds); a count
+    # tree of ~400 h^0.6 pdfs beyond (the papers' 32,000 at 2,000 h)
+    assert [s["hybrid_tree"] for s in sizes] == ["questions"] * 3 + ["counts"] * 2
+    assert [s["num_pdfs"] for s in sizes[:3]] == [2 * s["ali_leaves"] for s in sizes[:3]]
     assert paper["streams"] == "fmllr,ivector,logmel" and demo["streams"] == "fmllr,logmel"
     # Kaldi's plateau schedule below 20 h (measured on speechocean762), the papers' anneal beyond
     assert [s["lr_schedule"] for s in sizes] == ["plateau"] * 3 + ["paper"] * 2
