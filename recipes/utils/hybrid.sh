@@ -293,6 +293,7 @@ hybrid_lang() {
     counts) opts o --order:lm_order --num-pdfs:num_pdfs ;;
     aligner) opts o --order:lm_order; o+=(--tree "$ali/models/${ali_stages##*,}.pt") ;;
     questions)
+      [ -n "$num_pdfs" ] || die "--hybrid-tree questions needs --num-pdfs (the network tree's leaves)"
       opts o --nj:ali_nj
       done_or_run tree "$exp/tree" \
         asrtrain prepare tree "$ali" "$exp/tree/network.pt" --leaves "$num_pdfs" "${o[@]}"
