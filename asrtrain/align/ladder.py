@@ -181,13 +181,18 @@ def train_lda(utts: Utterances, prev: Rung, jobs: Jobs, cfg: LadderConfig,
 
 def _question_pdfs(jobs: Jobs, topo: Topology, ci_phones: list[int],
                    cfg: LadderConfig) -> TreePdfs:
-    """A question tree from the current alignments under the current front end, the
-    alignments relabelled with it (the triphones' tree; with ``retree``, LDA+MLLT's, as
-    Kaldi's ``train_lda_mllt.sh`` builds its tree on the LDA features)."""
+    """The triphones' tree (with ``retree``, LDA+MLLT's, as Kaldi's ``train_lda_mllt.sh``
+    builds its tree on the LDA features)."""
+    return question_pdfs(jobs, topo, ci_phones, cfg.tri_leaves)
+
+
+def question_pdfs(jobs: Jobs, topo: Topology, ci_phones: list[int], num_pdfs: int) -> TreePdfs:
+    """A question tree of about ``num_pdfs`` leaves from the current alignments under the
+    current front end, the alignments relabelled with it."""
     from asrtrain.lang.questions import question_tree
 
     pdfs = TreePdfs(question_tree(jobs.context_stats(), topo, ci_phones=ci_phones,
-                                  num_pdfs=cfg.tri_leaves))
+                                  num_pdfs=num_pdfs))
     jobs.relabel(pdfs)
     return pdfs
 

@@ -19,14 +19,12 @@ import torch
 
 from asrtrain.align.feats import FrontEnd
 from asrtrain.align.hmm import Transitions, TreePdfs
-from asrtrain.align.ladder import LadderConfig, Rung, single_gaussians
+from asrtrain.align.ladder import LadderConfig, Rung, question_pdfs, single_gaussians
 from asrtrain.align.run import load_split, save_rung
 from asrtrain.align.saved import SavedRung, load_rung
 from asrtrain.align.transcripts import pron_table
 from asrtrain.core.errors import InputError
-from asrtrain.lang.hmm import states_per_phone
 from asrtrain.lang.lexicon import read_dict_dir
-from asrtrain.lang.questions import question_tree
 from asrtrain.transcribe.sources import ALIGN_RECORD, read_record
 
 log = logging.getLogger("asrtrain.align")
@@ -42,26 +40,22 @@ def grow_network_tree(ali_dir: Path, leaves: int, out: Path, nj: int = 1) -> dic
     rung = load_rung(ali_dir / "models" / f"{stage}.pt")
     lex = read_dict_dir(Path(record["dict_dir"]), ali_dir / "phones.txt")
     split = load_split("train", Path(record["train"]), lex, pron_table(lex), record.get("oov"))
-    sil = lex.phones[lex.silence]
+    front, trans = _front(rung), _transitions(rung)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)   # as prepare align: many small products
     try:
         with split.jobs(nj, None, "network tree") as jobs:
-            jobs.use_front(_front(rung))
-            jobs.realign(rung.model, TreePdfs(rung.tree), _transitions(rung),
-                         LadderConfig().beams, split.failures, "train: the rung's alignment",
-                         keep_previous=False)
-            topo = jobs.topology(states_per_phone(sorted(lex.phones.values()), states=3,
-                                                  sil_phones=[sil], sil_states=3))
-            pdfs = TreePdfs(question_tree(jobs.context_stats(), topo, ci_phones=[sil],
-                                          num_pdfs=leaves))
-            jobs.relabel(pdfs)
+            jobs.use_front(front)
+            jobs.realign(rung.model, TreePdfs(rung.tree), trans, LadderConfig().beams,
+                         split.failures, "train: the rung's alignment", keep_previous=False)
+            topo = jobs.topology(rung.tree.topo.num_states)   # the rung's phones and states
+            pdfs = question_pdfs(jobs, topo, rung.tree.ci_phones, leaves)
             model = single_gaussians(pdfs.num_pdfs, jobs)
             aligned = jobs.aligned
     finally:
         torch.set_num_threads(threads)
     names = {i: p for p, i in lex.phones.items()}
-    save_rung(out, Rung(stage, _front(rung), pdfs, model, _transitions(rung)), names)
+    save_rung(out, Rung(stage, front, pdfs, model, trans), names)
     lost = split.failures.counts()
     figures = {"rung": stage, "pdfs": pdfs.num_pdfs, "aligned": aligned, "lost": lost}
     log.info("network tree %s: %d pdfs grown on the %s rung's alignments of %d utterances%s",
