@@ -183,6 +183,7 @@ took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_
 size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr lr_schedule
             ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc plateau_stop select
             hybrid_tree"
+hybrid_tree_asked=$hybrid_tree   # what the user passed (auto: the rule's, see apply_sizes)
 apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, from stage features)
   local name value
   if [ -f "$data/sizes.sh" ]; then
@@ -190,6 +191,13 @@ apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, f
       case "$name" in \#*|'') continue ;; esac
       if [ "${!name-}" = auto ]; then printf -v "$name" '%s' "$value"; fi
     done < "$data/sizes.sh"
+  fi
+  # the rule's aligner/question trees need a context-dependent rung: a ladder that stops at
+  # mono (--ali-stages mono) has none, so the rule's tree falls back to counts, said once
+  if [ "$hybrid_tree_asked" = auto ] && [ "${ali_stages##*,}" = mono ] \
+     && [ "$hybrid_tree" = aligner -o "$hybrid_tree" = questions ]; then
+    echo "note: --ali-stages stops at mono, which has no context tree: the network's tree is grown from counts (--hybrid-tree counts) instead of the rule's '$hybrid_tree'"
+    hybrid_tree=counts
   fi
 }
 check_sizes() {   # before a stage that reads them (the streams: from stage adapt on)
@@ -289,6 +297,9 @@ hybrid_lang() {
   esac
   echo "=== stage $1: lang (lexicon, ${lm_order:+$lm_order-gram }LM, $what, HCLG)"
   local rung graph split o=() adapt text_opt
+  if [ "$hybrid_tree" != counts ] && [ "${ali_stages##*,}" = mono ]; then
+    die "--hybrid-tree $hybrid_tree needs a context-dependent rung (--ali-stages ending in tri, lda or sat); the monophones' tree is --hybrid-tree counts"
+  fi
   case "$hybrid_tree" in   # (opts sets o anew)
     counts) opts o --order:lm_order --num-pdfs:num_pdfs ;;
     aligner) opts o --order:lm_order; o+=(--tree "$ali/models/${ali_stages##*,}.pt") ;;
