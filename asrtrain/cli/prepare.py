@@ -23,6 +23,7 @@ PREPARE_COMMANDS = {
     "subset": "asrtrain.cli.prepare_subset:subset",
     "check-dirs": "asrtrain.cli.prepare_check_dirs:check_dirs",
     "tree": "asrtrain.cli.prepare_tree:tree",
+    "realign": "asrtrain.cli.prepare_realign:realign",
 }
 
 

@@ -50,6 +50,13 @@ def _archive(lang: Path, split: str, work: Path, num_pdfs: int, targets: bool) -
 @pytest.fixture(scope="session")
 def trained(mini_lang_dec, tmp_path_factory):
     """(final.pt, dev archive without targets): 2-layer BLSTM, 150 full-batch Adam steps."""
+    return fit_model(mini_lang_dec, tmp_path_factory.mktemp("model"))
+
+
+def fit_model(lang: Path, work: Path, dev_targets: bool = False) -> tuple[Path, Path, float]:
+    """A BLSTM fitted to ``lang``'s train targets (features: each frame's pdf embedded, plus
+    noise), 150 full-batch Adam steps: (final.pt, dev archive, last loss). Tests elsewhere
+    (tests/align/test_network_align.py) load this module to fit their own lang."""
     import torch
 
     from asrtrain.data.archive import Archive
@@ -57,10 +64,9 @@ def trained(mini_lang_dec, tmp_path_factory):
     from asrtrain.model.io import save_final
 
     torch.manual_seed(0)
-    num_pdfs = int((mini_lang_dec / "num_pdfs").read_text())
-    work = tmp_path_factory.mktemp("model")
-    train = Archive(_archive(mini_lang_dec, "train", work, num_pdfs, targets=True))
-    dev = _archive(mini_lang_dec, "dev", work, num_pdfs, targets=False)
+    num_pdfs = int((lang / "num_pdfs").read_text())
+    train = Archive(_archive(lang, "train", work, num_pdfs, targets=True))
+    dev = _archive(lang, "dev", work, num_pdfs, targets=dev_targets)
     model = BLSTM(ModelConfig(input_dim=DIM, hidden=24, layers=1, proj=0, num_pdfs=num_pdfs))
     model.set_normalization(train.mean, train.var)
     x, y = train.read_chunks(0, train.num_chunks)
