@@ -19,7 +19,8 @@
 #
 # Stages: 0 data dirs, 1 features and sizes, 2 alignments, 3 i-vectors and fMLLR,
 #         4 lang and graph, and the GMM rungs decoded (SAT in two passes), 5 archives,
-#         6 train, 7 decode, 8 score (a line per GMM rung, then the BLSTM's), 9 export (exp/model:
+#         6 train (--realign true: then the network's alignments, lang, archives and a second
+#         network, in exp/ali_nnet, data/lang_nnet, data/archives_nnet, exp/blstm_nnet), 7 decode, 8 score (a line per GMM rung, then the BLSTM's), 9 export (exp/model:
 #         the BLSTM at the dev-picked setting). The BLSTM's report is printed last, after stage 9.
 # New recordings, once trained:  ./transcribe.sh --data DIR --out DIR (asrtrain transcribe exp/model)
 help_message="Usage: $0 --train DIR --test DIR --dict DIR --lm-text FILE [--dev DIR] [--sample-rate N] [--option value ...]"
@@ -53,6 +54,7 @@ lm_order=auto
 streams=auto          # the network's inputs (the sizes rule's), or a list of fmllr, ivector, logmel
 fmllr_source=auto     # the fMLLR stream's: sat (the SAT first pass) or global (the sizes rule's)
 hybrid_tree=auto      # the network's pdfs: questions (prepare tree), aligner (the SAT rung's) or counts (the sizes rule's)
+realign=false         # true: the trained network realigns train and dev, a second network trains on that
 ali_iters=15
 ivector_iters=4
 warmup_epochs=1

@@ -39,7 +39,7 @@ data=${data-data}
 exp=${exp-exp}
 seed=${seed-0}
 nj=${nj-2}                          # jobs of every stage whose own *_nj is empty
-stages=${stages-"data features align adapt lang archive train decode score export"}
+stages=${stages-"data features align adapt lang archive train,realign decode score export"}
 splits=${splits-"train dev test"}   # dev picks the decoding setting; without it, an oracle
 dict=${dict-}                       # empty: $data/dict
 lm_text=${lm_text-}                 # empty: $data/lm_text
@@ -83,6 +83,10 @@ num_pdfs=${num_pdfs-}
 # build_tree.sh); auto: the sizes rule's (questions below 20 h)
 hybrid_tree=${hybrid_tree-counts}
 graph_dir=${graph_dir-}             # empty: $lang/graph
+# true: once trained, the network aligns train and dev again (prepare realign, Kaldi's nnet
+# realignment) and a second network trains on those targets (on the same tree; a count tree
+# is grown again from them); decode, score and export take the second (dirs ending in _nnet)
+realign=${realign-false}
 # --- GMM baselines (Kaldi's RESULTS rungs): a graph per tree, dev and test decoded with
 # lattices, SAT in two passes (fMLLR from the LDA+MLLT pass); auto: every rung of ali_stages
 gmm_rungs=${gmm_rungs-none}
@@ -153,6 +157,7 @@ has_text() { [ -s "$(text_of "$1")" ]; }
 case "$lattices" in true|false) ;; *) die "--lattices must be true or false, got '$lattices'" ;; esac
 case "$fmllr_source" in global|sat|auto) ;; *) die "--fmllr-source must be global or sat" ;; esac
 case "$alignments" in exact|learned) ;; *) die "--alignments must be exact or learned" ;; esac
+case "$realign" in true|false) ;; *) die "--realign must be true or false, got '$realign'" ;; esac
 : "${feat_nj:=$nj}" "${decode_nj:=$nj}" "${ali_nj:=$nj}" "${ali_job_cmd:=$align_cmd}"
 : "${adapt_nj:=$ali_nj}" "${adapt_job_cmd:=$ali_job_cmd}"
 
@@ -289,6 +294,16 @@ hybrid_adapt() {
   fi
 }
 
+lang_tree_opts() {   # lang_tree_opts ARRAY: prepare lang's LM order and the network's tree
+  local -n _to=$1
+  case "$hybrid_tree" in   # (opts sets the array anew)
+    counts) opts "$1" --order:lm_order --num-pdfs:num_pdfs ;;
+    aligner) opts "$1" --order:lm_order; _to+=(--tree "$ali/models/${ali_stages##*,}.pt") ;;
+    questions) opts "$1" --order:lm_order; _to+=(--tree "$exp/tree/network.pt") ;;
+    *) die "--hybrid-tree must be counts, aligner or questions" ;;
+  esac
+}
+
 hybrid_lang() {
   local what="tree${num_pdfs:+ of ~$num_pdfs pdfs}"
   case "$hybrid_tree" in
@@ -300,17 +315,13 @@ hybrid_lang() {
   if [ "$hybrid_tree" != counts ] && [ "${ali_stages##*,}" = mono ]; then
     die "--hybrid-tree $hybrid_tree needs a context-dependent rung (--ali-stages ending in tri, lda or sat); the monophones' tree is --hybrid-tree counts"
   fi
-  case "$hybrid_tree" in   # (opts sets o anew)
-    counts) opts o --order:lm_order --num-pdfs:num_pdfs ;;
-    aligner) opts o --order:lm_order; o+=(--tree "$ali/models/${ali_stages##*,}.pt") ;;
-    questions)
-      [ -n "$num_pdfs" ] || die "--hybrid-tree questions needs --num-pdfs (the network tree's leaves)"
-      opts o --nj:ali_nj
-      done_or_run tree "$exp/tree" \
-        asrtrain prepare tree "$ali" "$exp/tree/network.pt" --leaves "$num_pdfs" "${o[@]}"
-      opts o --order:lm_order; o+=(--tree "$exp/tree/network.pt") ;;
-    *) die "--hybrid-tree must be counts, aligner or questions" ;;
-  esac
+  if [ "$hybrid_tree" = questions ]; then
+    [ -n "$num_pdfs" ] || die "--hybrid-tree questions needs --num-pdfs (the network tree's leaves)"
+    opts o --nj:ali_nj
+    done_or_run tree "$exp/tree" \
+      asrtrain prepare tree "$ali" "$exp/tree/network.pt" --leaves "$num_pdfs" "${o[@]}"
+  fi
+  lang_tree_opts o
   done_or_run lang "$lang" \
     asrtrain prepare lang "$dict" "$lm_text" "$ali" "$lang" "${o[@]}" "${lang_opts[@]}"
   [ -n "$gmm_rungs" ] || return 0
@@ -398,6 +409,26 @@ hybrid_train() {
         --strategy "$strategy" --nproc "$nproc" "${group_opt[@]}"
 }
 
+use_realigned() {   # the second network's dirs: what decode, score and export read from now on
+  if [ "$graph_dir" = "$lang/graph" ]; then graph_dir=${lang}_nnet/graph; fi
+  lang=${lang}_nnet archives=${archives}_nnet model=${model}_nnet
+}
+
+hybrid_realign() {   # (stage train,realign) the trained network aligns train and dev again
+  [ "$realign" = true ] || return 0
+  echo "=== stage $1: the network realigns train and $ali_splits; a second network on those targets"
+  local split a=() o=() first=$model
+  for split in train $ali_splits; do a+=(--archive "$split=$archives/$split.h5"); done
+  done_or_run realign "$exp/ali_nnet" \
+    asrtrain prepare realign "$first/final.pt" "$lang" "$ali" "$exp/ali_nnet" "${a[@]}"
+  lang_tree_opts o
+  use_realigned
+  done_or_run lang "$lang" \
+    asrtrain prepare lang "$dict" "$lm_text" "$exp/ali_nnet" "$lang" "${o[@]}" "${lang_opts[@]}"
+  hybrid_archive "$1"
+  hybrid_train "$1"
+}
+
 hybrid_decode() {
   echo "=== stage $1: decode $decode_splits (LM weights $lmwt, penalties $wip)"
   local split o=() text_opt
@@ -473,13 +504,21 @@ hybrid_export() {
 # its WER), and its report (the last line: the test WER) comes after every stage
 apply_sizes
 check_sat_source   # where both are known now; check_sizes checks again once the rule filled in auto
+if [ "$realign" = true ]; then   # a run resumed after its realign stage reads the second network
+  [[ " ${stages//,/ } " == *" realign "* ]] || die "--realign: this recipe's stages ($stages) have no realign"
+  declare -i _n=0
+  for _names in $stages; do
+    if [[ ",$_names," == *",realign,"* ]] && [ "$_n" -lt "$stage" ]; then use_realigned; fi
+    _n+=1
+  done
+fi
 score_report=
 declare -i _n=0
 for _names in $stages; do
   if want_stage $_n; then
     for _name in ${_names//,/ }; do
       [ "$_name" != - ] || continue
-      case "$_name" in align|lang) check_sizes ;; adapt|archive|train|export) check_sizes streams ;; esac
+      case "$_name" in align|lang) check_sizes ;; adapt|archive|train|realign|export) check_sizes streams ;; esac
       if declare -F "local_$_name" >/dev/null; then "local_$_name" $_n; else "hybrid_$_name" $_n; fi
       if [ "$_name" = features ]; then apply_sizes; fi
     done

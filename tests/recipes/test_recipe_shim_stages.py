@@ -1,0 +1,131 @@
+"""What recipes/custom's stages run, in order, with an ``asrtrain`` shim first on PATH that
+records each command (and does nothing), the sizes written as the rule writes them.
+
+The lang stage: the rule's question tree needs a context-dependent rung, so a ladder that
+stops at mono falls back to a count tree, said in the log, while an explicit ``--hybrid-tree
+questions`` there is a one-line error. ``--realign true``: after training, the network
+realigns train and dev, and the lang (the same tree), the archives and a second network are
+built on its alignments; decode reads the second network, also in a run resumed later."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIM = '#!/usr/bin/env bash\nprintf "%s\\n" "$*" >> "$ASRTRAIN_SHIM_LOG"\n'
+SIZES = """hours=0.6
+ali_mono_gauss=1000
+ali_leaves=250
+ali_gauss=1500
+num_pdfs=500
+hidden=160
+layers=3
+proj=80
+epochs=12
+batch=16
+base_batch=128
+lr=0.5
+lr_schedule=plateau
+plateau_stop=3
+select=average:3
+ubm_components=64
+fmllr_gmm_components=64
+ivector_dim=100
+streams=logmel
+fmllr_source=global
+hybrid_tree=questions
+lm_order=2
+strategy=single
+nproc=1
+"""
+
+
+def run_stages(work: Path, first: int, last: int, *extra: str
+               ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """Stages FIRST to LAST of a copy of recipes/custom (made once in WORK); the asrtrain
+    commands that run ran."""
+    if not (work / "recipes").exists():
+        for name in ("custom", "utils"):
+            shutil.copytree(ROOT / "recipes" / name, work / "recipes" / name,
+                            ignore=shutil.ignore_patterns("data", "exp"))
+        for d in ("train", "test", "dict"):
+            (work / d).mkdir()
+        (work / "lm_text").write_text("a b\n")
+        (work / "data").mkdir()
+        (work / "data" / "sizes.sh").write_text(SIZES)
+        bin_dir = work / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "asrtrain").write_text(SHIM)
+        (bin_dir / "asrtrain").chmod(0o755)
+    log = work / "commands.txt"
+    log.write_text("")
+    cmd = ["bash", str(work / "recipes" / "custom" / "run.sh"), "--train", str(work / "train"),
+           "--test", str(work / "test"), "--dict", str(work / "dict"), "--lm-text",
+           str(work / "lm_text"), "--data", str(work / "data"), "--exp", str(work / "exp"),
+           "--stage", str(first), "--stop-stage", str(last), "--gmm-rungs", "none", *extra]
+    env = dict(os.environ, PATH=f"{work / 'bin'}:/usr/bin:/bin", ASRTRAIN_SHIM_LOG=str(log))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60,
+                          cwd=work / "recipes" / "custom")
+    return proc, log.read_text().splitlines()
+
+
+def lang_stage(work: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    return run_stages(work, 4, 4, *extra)
+
+
+def test_the_rule_grows_a_question_tree_on_the_sat_rung(tmp_path: Path) -> None:
+    proc, commands = lang_stage(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert commands[0].startswith("prepare tree ") and "--leaves 500" in commands[0]
+    assert commands[1].startswith("prepare lang ") and "exp/tree/network.pt" in commands[1]
+
+
+def test_a_mono_ladder_falls_back_to_a_count_tree_and_says_so(tmp_path: Path) -> None:
+    proc, commands = lang_stage(tmp_path, "--ali-stages", "mono")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "stops at mono" in proc.stdout and "--hybrid-tree counts" in proc.stdout
+    assert len(commands) == 1 and commands[0].startswith("prepare lang ")
+    assert "--num-pdfs 500" in commands[0] and "--tree" not in commands[0]
+
+
+def test_an_explicit_question_tree_on_a_mono_ladder_is_one_error_line(tmp_path: Path) -> None:
+    proc, commands = lang_stage(tmp_path, "--ali-stages", "mono", "--hybrid-tree", "questions")
+    assert proc.returncode != 0 and not commands
+    errors = [ln for ln in proc.stderr.splitlines() if "context-dependent rung" in ln]
+    assert len(errors) == 1 and "--hybrid-tree counts" in errors[0]
+
+
+def test_realign_trains_a_second_network_on_the_networks_alignments(tmp_path: Path) -> None:
+    proc, commands = run_stages(tmp_path, 6, 6, "--realign", "true")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    exp, data = tmp_path / "exp", tmp_path / "data"
+    verbs = [" ".join(c.split()[:2]) for c in commands]
+    assert verbs == ["train " + str(data / "archives/train.h5"), "prepare realign",
+                     "prepare lang", "prepare archive", "prepare archive", "prepare archive",
+                     "train " + str(data / "archives_nnet/train.h5")], verbs
+    realign = commands[1].split()
+    assert realign[2:6] == [str(exp / "blstm/final.pt"), str(data / "lang"), str(exp / "ali"),
+                            str(exp / "ali_nnet")]
+    assert f"train={data / 'archives/train.h5'}" in realign
+    assert f"dev={data / 'archives/dev.h5'}" in realign
+    lang = commands[2].split()
+    assert str(exp / "ali_nnet") in lang and str(data / "lang_nnet") in lang
+    assert lang[lang.index("--tree") + 1] == str(exp / "tree/network.pt")   # the same tree
+    assert all(str(data / "lang_nnet/pdf_ali") in c for c in commands[3:5])
+    assert str(exp / "blstm_nnet") in commands[6].split()
+
+
+def test_a_run_resumed_after_realign_decodes_the_second_network(tmp_path: Path) -> None:
+    proc, commands = run_stages(tmp_path, 7, 7, "--realign", "true")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    data, exp = tmp_path / "data", tmp_path / "exp"
+    decodes = [c.split() for c in commands if c.startswith("decode ")]
+    assert len(decodes) == 2    # dev and test
+    for d in decodes:
+        assert d[1:4] == [str(exp / "blstm_nnet/final.pt"), str(data / "lang_nnet/graph"),
+                          str(data / f"archives_nnet/{Path(d[3]).name}")]
+    proc, commands = run_stages(tmp_path, 7, 7)     # without it: the first network
+    assert all(str(exp / "blstm/final.pt") in c for c in commands if c.startswith("decode "))
