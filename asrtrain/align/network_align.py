@@ -26,17 +26,17 @@ from asrtrain.align.aligner import Alignment, align
 from asrtrain.align.corpus import Beams, Failures
 from asrtrain.align.graph import PhoneDag, expand
 from asrtrain.align.hmm import Transitions, TreePdfs
-from asrtrain.align.output import check_out_path, write_part, write_split
+from asrtrain.align.output import ALIGN_RECORD, check_out_path, write_part, write_split
 from asrtrain.align.run import load_split
 from asrtrain.align.transcripts import pron_table
 from asrtrain.core.atomic import write_text
+from asrtrain.core.config import read_record
 from asrtrain.core.errors import InputError
 from asrtrain.core.progress import Progress
 from asrtrain.core.textio import read_text
 from asrtrain.lang.lexicon import read_dict_dir
 from asrtrain.lang.pdf_ali import read_alignments
 from asrtrain.lang.tree import ContextTree
-from asrtrain.transcribe.sources import ALIGN_RECORD, read_record
 
 log = logging.getLogger("asrtrain.align")
 

@@ -20,12 +20,13 @@ import torch
 from asrtrain.align.feats import FrontEnd
 from asrtrain.align.hmm import Transitions, TreePdfs
 from asrtrain.align.ladder import LadderConfig, Rung, question_pdfs, single_gaussians
+from asrtrain.align.output import ALIGN_RECORD
 from asrtrain.align.run import load_split, save_rung
 from asrtrain.align.saved import SavedRung, load_rung
 from asrtrain.align.transcripts import pron_table
+from asrtrain.core.config import read_record
 from asrtrain.core.errors import InputError
 from asrtrain.lang.lexicon import read_dict_dir
-from asrtrain.transcribe.sources import ALIGN_RECORD, read_record
 
 log = logging.getLogger("asrtrain.align")
 

@@ -19,6 +19,9 @@ from asrtrain.align.aligner import Alignment
 from asrtrain.align.evaluate import FRAME_SHIFT, OFFSET
 from asrtrain.core.atomic import atomic_open, write_text
 
+#: ``prepare align``'s command record in its output dir (the dict, the splits, the rungs).
+ALIGN_RECORD = "prepare-align.config.yaml"
+
 
 def check_out_path(out: Path) -> None:
     """Refuse an output dir whose path kaldiio cannot write tables into: its wspecifiers

@@ -65,6 +65,20 @@ def write_config(path: str | os.PathLike[str], params: dict[str, Any]) -> None:
     write_text(path, yaml.safe_dump(plain, sort_keys=True, default_flow_style=False))
 
 
+def read_record(path: Path) -> dict[str, Any]:
+    """A command's resolved options as :func:`write_config` wrote them (YAML, safe loader:
+    plain values only): what a later command reads of an earlier one's run."""
+    from asrtrain.core.errors import InputError
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot read the command record ({type(exc).__name__})", path) from None
+    if not isinstance(data, dict):
+        raise InputError("not a command record", path)
+    return data
+
+
 def strict_from_dict(cls: type[T], data: dict[str, Any], what: str) -> T:
     """``cls(**data)`` for a dataclass, where an unknown key is an error naming it.
 

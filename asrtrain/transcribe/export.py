@@ -62,9 +62,10 @@ def default_graph(meta: dict[str, Any]) -> Path | None:
 
 def picked_setting(decode_dir: Path) -> DecodeSetting:
     """The setting of a scored dev decode (its ``best_wer``) and the search it ran with."""
+    from asrtrain.core.config import read_record
     from asrtrain.core.textio import read_text
     from asrtrain.decode.grid import parse_setting
-    from asrtrain.transcribe.sources import DECODE_RECORD, read_record
+    from asrtrain.transcribe.sources import DECODE_RECORD
 
     best = decode_dir / "best_wer"
     if not best.is_file():

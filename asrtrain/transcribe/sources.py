@@ -22,31 +22,18 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from asrtrain.align.output import ALIGN_RECORD
+from asrtrain.core.config import read_record
 from asrtrain.core.errors import InputError
 from asrtrain.transcribe.settings import STREAM_FILES, StreamSpec
 
 #: The record each stream-writing command leaves in its output directory.
 RECORDS = {"features": "prepare-features.config.yaml", "ivector": "prepare-ivectors.config.yaml",
            "fmllr": "prepare-fmllr.config.yaml", "sat": "prepare-fmllr-feats.config.yaml"}
-#: ``prepare align``'s record, in the aligner's directory.
-ALIGN_RECORD = "prepare-align.config.yaml"
 #: ``decode``'s record, in its output directory.
 DECODE_RECORD = "decode.config.yaml"
 #: fMLLR estimation options carried to new recordings (prepare fmllr's names).
 FMLLR_OPTIONS = ("lda_dim", "splice", "iters", "passes", "min_frames_full", "min_frames_diag")
-
-
-def read_record(path: Path) -> dict[str, Any]:
-    """A command's resolved options (YAML, safe loader: plain values only)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError(f"cannot read the command record ({type(exc).__name__})", path) from None
-    if not isinstance(data, dict):
-        raise InputError("not a command record", path)
-    return data
 
 
 def feature_options(record: dict[str, Any]) -> dict[str, Any]:
