@@ -35,10 +35,13 @@ from asrtrain.core.errors import InputError
 from asrtrain.core.progress import Progress
 from asrtrain.core.textio import read_text
 from asrtrain.lang.lexicon import read_dict_dir
-from asrtrain.lang.pdf_ali import read_alignments
 from asrtrain.lang.tree import ContextTree
 
 log = logging.getLogger("asrtrain.align")
+
+#: Utterances whose alignments are held before they are written as one part (``write_part``):
+#: tens of MB of frames at 10 s an utterance; ``write_split`` merges the parts in order.
+PART_UTTS = 2000
 
 
 @dataclass
@@ -120,16 +123,24 @@ def _align_split(name: str, data: Path, ali_dir: Path, scorer: Any, tree: Contex
     dags = split.prons.dags(split.text, split.transcribed, data / "text")
     frames = dict(scorer.utterances())
     old = _old_phones(ali_dir / name / "ali.scp")
-    failures, got, fig = split.failures, {}, SplitFigures()
+    failures, got, fig, parts = split.failures, {}, SplitFigures(), 0
     pdfs = TreePdfs(tree)
     with Progress(f"{name}: network alignment", float(len(dags)), unit="utts") as bar:
         for utt, dag in dags.items():
             ali = _align_one(utt, dag, frames, scorer, pdfs, loops, beams, failures)
             if ali is not None:
                 got[utt] = ali
-                _compare(ali, old.get(utt), fig)
+                fig.aligned += 1
+                _compare(ali, old.get(utt) if utt in old else None, fig)
+            if len(got) == PART_UTTS:   # written in parts: a corpus's alignments never held whole
+                parts += 1
+                write_part(out, name, parts, got, names)
+                got = {}
             bar.advance()
-    fig.aligned, fig.lost = len(got), failures.counts()
+    if got or not parts:
+        parts += 1
+        write_part(out, name, parts, got, names)
+    fig.lost = failures.counts()
     total = len(split.utts.feats) + len(split.utts.missing_text)
     n_lost = sum(fig.lost.values())
     if n_lost > max_lost * total:
@@ -139,8 +150,7 @@ def _align_split(name: str, data: Path, ali_dir: Path, scorer: Any, tree: Contex
         raise InputError(f"{n_lost} of {total} utterances of {name} could not be aligned by the "
                          f"network (more than --max-lost {max_lost:g}); see "
                          f"{out / name / 'failed.txt'}", data)
-    write_part(out, name, 1, got, names)
-    write_split(out, name, 1, split.text, failures.reasons)
+    write_split(out, name, parts, split.text, failures.reasons)
     log.info("%s: %d utterances aligned by the network, %d lost%s; %.1f%% of %d frames on "
              "another phone than the ladder's", name, fig.aligned, n_lost,
              f" ({fig.lost})" if n_lost else "", 100.0 * fig.phone_changed / max(fig.frames, 1),
@@ -166,9 +176,12 @@ def _align_one(utt: str, dag: PhoneDag, frames: dict[str, int], scorer: Any, pdf
     return got
 
 
-def _old_phones(scp: Path) -> dict[str, np.ndarray]:
-    """The ladder's per-frame phones of a split (empty where it wrote none)."""
-    return dict(read_alignments(scp)) if scp.exists() else {}
+def _old_phones(scp: Path) -> Any:
+    """The ladder's per-frame phones of a split, read one utterance at a time (kaldiio's
+    lazy table; empty where it wrote none)."""
+    from asrtrain.data.kaldi_read import open_scp
+
+    return open_scp(scp, "alignment scp") if scp.exists() else {}
 
 
 def _compare(ali: Alignment, old: np.ndarray | None, fig: SplitFigures) -> None:

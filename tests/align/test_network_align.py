@@ -81,3 +81,26 @@ def test_a_split_the_ladder_did_not_align_is_one_error_line(
     proc = run_cli("prepare", "realign", final, gmm_lang, one_process, tmp_path / "out",
                    "--archive", f"eval={train}")
     one_error(proc.stderr, 1, proc.returncode, "'eval'", "train, dev, test")
+
+
+def test_alignments_written_in_parts_are_the_ones_written_whole(
+        fitted: tuple[Path, Path, Path], gmm_lang: Path, one_process: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corpus is written a part at a time (``PART_UTTS`` utterances each); the merged split
+    is the same as when every utterance fits in one part."""
+    from asrtrain.align import network_align as na
+
+    final, train, _ = fitted
+    whole = tmp_path / "whole"
+    na.network_align(final, gmm_lang, one_process, {"train": train}, whole)
+    monkeypatch.setattr(na, "PART_UTTS", 3)
+    parts = tmp_path / "parts"
+    figures = na.network_align(final, gmm_lang, one_process, {"train": train}, parts)
+    assert figures["train"]["aligned"] > 3 * 2     # several parts
+    for table in ("ali", "state", "pdf"):
+        a = list(read_alignments(whole / "train" / f"{table}.scp"))
+        b = list(read_alignments(parts / "train" / f"{table}.scp"))
+        assert [u for u, _ in a] == [u for u, _ in b] == sorted(u for u, _ in a)
+        assert all(np.array_equal(x, y) for (_, x), (_, y) in zip(a, b, strict=True))
+    assert (whole / "train" / "phone.ctm").read_text() == (parts / "train" / "phone.ctm").read_text()
+    assert not list((parts / "train").glob("*.1.scp"))   # the parts' scp files merged away
