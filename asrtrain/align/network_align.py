@@ -88,7 +88,7 @@ def network_align(model: Path, lang: Path, ali_dir: Path, archives: dict[str, Pa
     check_out_path(out)
     beams = beams or Beams()
     record = read_record(ali_dir / ALIGN_RECORD)
-    data = _split_dirs(record, ali_dir)
+    data = _split_dirs(record)
     unknown = sorted(set(archives) - set(data))
     if unknown:
         raise InputError(f"no split {unknown[0]!r} in the alignment dir (it has "
@@ -107,7 +107,7 @@ def network_align(model: Path, lang: Path, ali_dir: Path, archives: dict[str, Pa
     return figures
 
 
-def _split_dirs(record: dict[str, Any], ali_dir: Path) -> dict[str, Path]:
+def _split_dirs(record: dict[str, Any]) -> dict[str, Path]:
     """Each split's data dir (transcripts), as ``prepare align`` was given them."""
     dirs = {"train": Path(record["train"])}
     for spec in record.get("splits") or []:

@@ -80,7 +80,9 @@ def test_a_split_the_ladder_did_not_align_is_one_error_line(
     final, train, _ = fitted
     proc = run_cli("prepare", "realign", final, gmm_lang, one_process, tmp_path / "out",
                    "--archive", f"eval={train}")
-    one_error(proc.stderr, 1, proc.returncode, "'eval'", "train, dev, test")
+    line = one_error(proc.stderr, 1, proc.returncode, "'eval'", "train, dev, test")
+    assert "prepare-align.config.yaml" in line          # it names the record it read
+    assert not (tmp_path / "out" / "eval").exists()     # nothing written for it
 
 
 def test_alignments_written_in_parts_are_the_ones_written_whole(
