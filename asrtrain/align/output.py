@@ -12,6 +12,7 @@ scp files, merged in utterance order, are written last and atomically, so a spli
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from asrtrain.adapt.featio import write_int_vectors
@@ -45,7 +46,7 @@ def ctm_text(alignments: dict[str, Alignment], names: dict[int, str]) -> str:
     return "".join(f"{ln}\n" for ln in lines)
 
 
-def write_part(out: Path, split: str, part: int, alignments: dict[str, Alignment],
+def write_part(out: Path, split: str, part: int | str, alignments: dict[str, Alignment],
                names: dict[int, str]) -> None:
     """One job's alignments: ``<table>.<part>.{ark,scp}`` and ``phone.<part>.ctm``, each
     sorted by utterance (:func:`write_split` merges the parts)."""
@@ -58,21 +59,22 @@ def write_part(out: Path, split: str, part: int, alignments: dict[str, Alignment
                                                       for u in utts))
 
 
-def write_split(out: Path, split: str, parts: int, text: dict[str, list[str]],
+def write_split(out: Path, split: str, parts: int | Sequence[str], text: dict[str, list[str]],
                 failed: dict[str, str]) -> int:
-    """Everything of one split from its jobs' ``parts`` (:func:`write_part`): the tables'
-    scp files and ``phone.ctm`` merged in utterance order (no part read whole), ``text``
-    and ``failed.txt``; ``ali.scp`` last. Returns the utterances aligned."""
+    """Everything of one split from its jobs' ``parts`` (:func:`write_part`; a count means
+    parts 1 … n): the tables' scp files and ``phone.ctm`` merged in utterance order (no part
+    read whole), ``text`` and ``failed.txt``; ``ali.scp`` last. Returns the utterances aligned."""
     import heapq
 
     d = out / split
+    ids = [str(i) for i in range(1, parts + 1)] if isinstance(parts, int) else list(parts)
     entries: dict[str, list[str]] = {}
     for table, _ in TABLES:
-        lines = [ln for i in range(1, parts + 1) for ln in _lines(d / f"{table}.{i}.scp")]
+        lines = [ln for i in ids for ln in _lines(d / f"{table}.{i}.scp")]
         entries[table] = sorted(lines, key=_utt)
     utts = [_utt(ln) for ln in entries["ali"]]
     write_text(d / "text", "".join(f"{u} {' '.join(text[u])}\n" for u in utts))
-    ctms = [open(d / f"phone.{i}.ctm", encoding="utf-8") for i in range(1, parts + 1)]
+    ctms = [open(d / f"phone.{i}.ctm", encoding="utf-8") for i in ids]
     try:
         with atomic_open(d / "phone.ctm", "w", encoding="utf-8") as fh:
             fh.writelines(heapq.merge(*ctms, key=_utt))
@@ -82,7 +84,7 @@ def write_split(out: Path, split: str, parts: int, text: dict[str, list[str]],
     write_text(d / "failed.txt", "".join(f"{u} {r}\n" for u, r in sorted(failed.items())))
     for table, _ in TABLES:               # ali last: a split whose ali.scp exists is complete
         write_text(d / f"{table}.scp", "".join(entries[table]))
-    for i in range(1, parts + 1):
+    for i in ids:
         (d / f"phone.{i}.ctm").unlink()
         for table, _ in TABLES:
             (d / f"{table}.{i}.scp").unlink()

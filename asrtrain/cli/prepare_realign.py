@@ -32,9 +32,12 @@ def _archives(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
                    "its frames from (repeat: train=…/train.h5 --archive dev=…/dev.h5).")
 @click.option("--max-lost", type=click.FloatRange(0, 1), default=0.05, show_default=True,
               help="Refuse a split when more than this share of its utterances has no path.")
+@click.option("--nj", type=click.IntRange(1), default=1, show_default=True,
+              help="Local processes, one core each, over contiguous shares of equal frames "
+                   "(the same alignments as --nj 1).")
 @click.pass_context
 def realign(ctx: click.Context, model: Path, lang_dir: Path, ali_dir: Path, out: Path,
-            archives: dict[str, Path], max_lost: float) -> None:
+            archives: dict[str, Path], max_lost: float, nj: int) -> None:
     """OUT: an alignment dir (as prepare align writes) of each --archive split's transcripts,
     aligned by MODEL (a final.pt) on LANG_DIR's tree, the tree its archive's targets came from
     (Kaldi's nnet3/align.sh). ALI_DIR (prepare align's output) gives the transcripts, the
@@ -44,7 +47,8 @@ def realign(ctx: click.Context, model: Path, lang_dir: Path, ali_dir: Path, out:
     from asrtrain.core.runlog import command_run
 
     with command_run("prepare-realign", out, resolved_params(ctx)):
-        figures = network_align(model, lang_dir, ali_dir, archives, out, max_lost=max_lost)
+        figures = network_align(model, lang_dir, ali_dir, archives, out, max_lost=max_lost,
+                                nj=nj)
     for name, fig in figures.items():
         lost = sum(fig["lost"].values())
         click.echo(f"{out / name}: {fig['aligned']} utterances aligned by the network"

@@ -87,3 +87,15 @@ def run_workers(target: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], lim
                     proc.terminate()
                 proc.join()
     return [results[i] for i in range(len(jobs))]
+
+
+def split_by_frames(utts: list[tuple[str, int]], nj: int) -> list[list[str]]:
+    """Contiguous groups with about equal frames (outputs stay in utterance order)."""
+    total = sum(n for _, n in utts) or 1
+    jobs: list[list[str]] = [[] for _ in range(nj)]
+    done = 0
+    for utt, n in utts:
+        j = min(int(done * nj / total), nj - 1)
+        jobs[j].append(utt)
+        done += n
+    return jobs

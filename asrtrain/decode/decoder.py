@@ -24,6 +24,7 @@ import numpy as np
 from asrtrain.core.atomic import write_text
 from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.core.textio import read_text
+from asrtrain.core.workers import split_by_frames
 from asrtrain.decode.graph_dir import GraphInfo
 from asrtrain.decode.grid import (
     lmwt_name,
@@ -67,18 +68,6 @@ def adapt_first(cfg: DecodeConfig, scorer: Any) -> dict[str, Any]:
     transforms, report = estimate_transforms(scorer, cfg.first_pass, lmwt)
     cfg.transforms = write_transforms(cfg.out, transforms)
     return {"first_pass": str(cfg.first_pass), "first_pass_lmwt": lmwt, **report.figures()}
-
-
-def split_jobs(utts: list[tuple[str, int]], nj: int) -> list[list[str]]:
-    """Contiguous groups with about equal frames (outputs stay in utterance order)."""
-    total = sum(n for _, n in utts) or 1
-    jobs: list[list[str]] = [[] for _ in range(nj)]
-    done = 0
-    for utt, n in utts:
-        j = min(int(done * nj / total), nj - 1)
-        jobs[j].append(utt)
-        done += n
-    return jobs
 
 
 def load_decoders(cfg: DecodeConfig, job: int, stats: JobStats) -> dict[float, Any]:
@@ -237,7 +226,7 @@ def decode(cfg: DecodeConfig) -> dict[str, Any]:
              [lmwt_name(w) for w in cfg.lmwts], [wip_name(p) for p in cfg.wips],
              ", ".join(f"{k} {v[0]} states {v[1]} arcs" for k, v in graph.sizes.items()
                        if k in ("G", "HCLG")))
-    stats = run_jobs(cfg, split_jobs(utts, nj), len(utts), sum(n for _, n in utts))
+    stats = run_jobs(cfg, split_by_frames(utts, nj), len(utts), sum(n for _, n in utts))
     if cfg.lattices:
         return _finish_lattices(cfg, graph, tmap, stats, {u for u, _ in utts}, adapted)
     for _, _, name in settings(cfg.lmwts, cfg.wips):

@@ -420,7 +420,8 @@ hybrid_realign() {   # (stage train,realign) the trained network aligns train an
   local split a=() o=() first=$model
   for split in train $ali_splits; do a+=(--archive "$split=$archives/$split.h5"); done
   done_or_run realign "$exp/ali_nnet" \
-    asrtrain prepare realign "$first/final.pt" "$lang" "$ali" "$exp/ali_nnet" "${a[@]}"
+    asrtrain prepare realign "$first/final.pt" "$lang" "$ali" "$exp/ali_nnet" "${a[@]}" \
+      --nj "$ali_nj"
   lang_tree_opts o
   use_realigned
   done_or_run lang "$lang" \

@@ -99,10 +99,34 @@ def test_alignments_written_in_parts_are_the_ones_written_whole(
     parts = tmp_path / "parts"
     figures = na.network_align(final, gmm_lang, one_process, {"train": train}, parts)
     assert figures["train"]["aligned"] > 3 * 2     # several parts
+    _same_split(whole / "train", parts / "train")
+
+
+def test_jobs_in_processes_give_the_alignments_one_process_gives(
+        fitted: tuple[Path, Path, Path], gmm_lang: Path, one_process: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--nj 3``: spawned jobs over shares of the archive, their parts merged, give what one
+    process gives, and the same figures."""
+    from asrtrain.align import network_align as na
+
+    final, train, dev = fitted
+    archives = {"train": train, "dev": dev}
+    one = na.network_align(final, gmm_lang, one_process, archives, tmp_path / "one")
+    monkeypatch.setattr(na, "SPAWN_MIN_FRAMES", 0)     # the tiny corpus in processes of its own
+    three = na.network_align(final, gmm_lang, one_process, archives, tmp_path / "three", nj=3)
+    assert three == one
+    for split in archives:
+        _same_split(tmp_path / "one" / split, tmp_path / "three" / split)
+
+
+def _same_split(a_dir: Path, b_dir: Path) -> None:
+    """Two alignment splits hold the same tables (in utterance order), CTM and text, and
+    no part files are left in the second."""
     for table in ("ali", "state", "pdf"):
-        a = list(read_alignments(whole / "train" / f"{table}.scp"))
-        b = list(read_alignments(parts / "train" / f"{table}.scp"))
+        a = list(read_alignments(a_dir / f"{table}.scp"))
+        b = list(read_alignments(b_dir / f"{table}.scp"))
         assert [u for u, _ in a] == [u for u, _ in b] == sorted(u for u, _ in a)
         assert all(np.array_equal(x, y) for (_, x), (_, y) in zip(a, b, strict=True))
-    assert (whole / "train" / "phone.ctm").read_text() == (parts / "train" / "phone.ctm").read_text()
-    assert not list((parts / "train").glob("*.1.scp"))   # the parts' scp files merged away
+    for name in ("phone.ctm", "text", "failed.txt"):
+        assert (a_dir / name).read_text() == (b_dir / name).read_text(), name
+    assert not list(b_dir.glob("*.*.scp")) and not list(b_dir.glob("phone.*.ctm"))
