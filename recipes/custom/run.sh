@@ -20,7 +20,8 @@
 # Stages: 0 data dirs, 1 features and sizes, 2 alignments, 3 i-vectors and fMLLR,
 #         4 lang and graph, and the GMM rungs decoded (SAT in two passes), 5 archives,
 #         6 train (--realign true: then the network's alignments, lang, archives and a second
-#         network, in exp/ali_nnet, data/lang_nnet, data/archives_nnet, exp/blstm_nnet), 7 decode, 8 score (a line per GMM rung, then the BLSTM's), 9 export (exp/model:
+#         network, in exp/ali_nnet, data/lang_nnet, data/archives_nnet, exp/blstm_nnet), 7 decode (both
+#         networks with --realign true), 8 score (a line per GMM rung, then the BLSTM's), 9 export (exp/model:
 #         the BLSTM at the dev-picked setting). The BLSTM's report is printed last, after stage 9.
 # New recordings, once trained:  ./transcribe.sh --data DIR --out DIR (asrtrain transcribe exp/model)
 help_message="Usage: $0 --train DIR --test DIR --dict DIR --lm-text FILE [--dev DIR] [--sample-rate N] [--option value ...]"

@@ -85,7 +85,8 @@ hybrid_tree=${hybrid_tree-counts}
 graph_dir=${graph_dir-}             # empty: $lang/graph
 # true: once trained, the network aligns train and dev again (prepare realign, Kaldi's nnet
 # realignment) and a second network trains on those targets (on the same tree; a count tree
-# is grown again from them); decode, score and export take the second (dirs ending in _nnet)
+# is grown again from them); decode, score and export take the second (dirs ending in _nnet);
+# the first is decoded too and scored on a line of its own before the second's report
 realign=${realign-false}
 # --- GMM baselines (Kaldi's RESULTS rungs): a graph per tree, dev and test decoded with
 # lattices, SAT in two passes (fMLLR from the LDA+MLLT pass); auto: every rung of ali_stages
@@ -410,6 +411,7 @@ hybrid_train() {
 }
 
 use_realigned() {   # the second network's dirs: what decode, score and export read from now on
+  first_model=$model first_graph=$graph_dir first_archives=$archives   # decoded and scored beside it
   if [ "$graph_dir" = "$lang/graph" ]; then graph_dir=${lang}_nnet/graph; fi
   lang=${lang}_nnet archives=${archives}_nnet model=${model}_nnet
 }
@@ -432,14 +434,21 @@ hybrid_realign() {   # (stage train,realign) the trained network aligns train an
 
 hybrid_decode() {
   echo "=== stage $1: decode $decode_splits (LM weights $lmwt, penalties $wip)"
-  local split o=() text_opt
+  if [ -n "$first_model" ]; then   # --realign true: the first network too, to compare
+    decode_network "$first_model" "$first_graph" "$first_archives"
+  fi
+  decode_network "$model" "$graph_dir" "$archives"
+}
+
+decode_network() {   # MODEL_DIR GRAPH ARCHIVES: decode_splits into MODEL_DIR/decode_<split>
+  local m=$1 g=$2 ar=$3 split o=() text_opt
   opts o --acwt:acwt --wip:wip --beam:beam --max-active:max_active
   for split in $decode_splits; do
     text_opt=()
     if has_text "$split"; then text_opt=(--text "$(text_of "$split")"); fi
-    done_or_run "decode-$split" "$model/decode_$split" \
-      $decode_cmd "$model/decode_$split/log/run.log" \
-        asrtrain decode "$model/final.pt" "$graph_dir" "$archives/$split.h5" "$model/decode_$split" \
+    done_or_run "decode-$split" "$m/decode_$split" \
+      $decode_cmd "$m/decode_$split/log/run.log" \
+        asrtrain decode "$m/final.pt" "$g" "$ar/$split.h5" "$m/decode_$split" \
           "${text_opt[@]}" --nj "$decode_nj" --lmwt "$lmwt" "${o[@]}" "${lattice_opt[@]}" \
           "${decode_opts[@]}"
   done
@@ -464,6 +473,11 @@ $t/hyp/$picked.txt"
       "${utt2spk[@]}" "${vocab[@]}" > "$gmm/score_$rung.log" 2>&1
     echo "$rung: $(head -1 "$gmm/decode_${rung}_$test_split/dev_picked_wer" | awk '{NF--; print}')"
   done
+  if [ -n "$first_model" ] && [ -n "$pick_split" ]; then   # --realign true: the first network
+    asrtrain score --sweep "$first_model/decode_$test_split" --pick-on "$first_model/decode_$pick_split" \
+      "${utt2spk[@]}" "${vocab[@]}" > "$first_model/score.log" 2>&1
+    echo "blstm on the ladder's alignments: $(head -1 "$first_model/decode_$test_split/dev_picked_wer" | awk '{NF--; print}')"
+  fi
   if [ -n "$pick_split" ]; then
     asrtrain score --sweep "$t" --pick-on "$model/decode_$pick_split" "${utt2spk[@]}" "${vocab[@]}"
     file=$t/dev_picked_wer title=$result_title
@@ -505,6 +519,7 @@ hybrid_export() {
 # its WER), and its report (the last line: the test WER) comes after every stage
 apply_sizes
 check_sat_source   # where both are known now; check_sizes checks again once the rule filled in auto
+first_model= first_graph= first_archives=   # set by use_realigned: the first network's dirs
 if [ "$realign" = true ]; then   # a run resumed after its realign stage reads the second network
   [[ " ${stages//,/ } " == *" realign "* ]] || die "--realign: this recipe's stages ($stages) have no realign"
   declare -i _n=0

@@ -5,7 +5,8 @@ The lang stage: the rule's question tree needs a context-dependent rung, so a la
 stops at mono falls back to a count tree, said in the log, while an explicit ``--hybrid-tree
 questions`` there is a one-line error. ``--realign true``: after training, the network
 realigns train and dev, and the lang (the same tree), the archives and a second network are
-built on its alignments; decode reads the second network, also in a run resumed later."""
+built on its alignments; decode reads the second network, also in a run resumed later, and
+decodes the first one beside it (the score stage prints its line before the second's)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,16 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIM = '#!/usr/bin/env bash\nprintf "%s\\n" "$*" >> "$ASRTRAIN_SHIM_LOG"\n'
+SHIM = r"""#!/usr/bin/env bash
+printf "%s\n" "$*" >> "$ASRTRAIN_SHIM_LOG"
+if [ "$1 $2" = "score --sweep" ]; then   # what the score stage reads back: a WER per decode dir
+  d=$3 n=$(( $(wc -l < "$ASRTRAIN_SHIM_LOG") ))
+  mkdir -p "$d/score/9_0.0"
+  echo "%WER $n.00 [ $n / 100, 0 ins, 0 del, $n sub ] $d/wer_9_0.0" > "$d/dev_picked_wer"
+  cp "$d/dev_picked_wer" "$d/best_wer"
+  echo "summary of $d" > "$d/score/9_0.0/summary.txt"
+fi
+"""
 SIZES = """hours=0.6
 ali_mono_gauss=1000
 ali_leaves=250
@@ -123,9 +133,29 @@ def test_a_run_resumed_after_realign_decodes_the_second_network(tmp_path: Path) 
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     data, exp = tmp_path / "data", tmp_path / "exp"
     decodes = [c.split() for c in commands if c.startswith("decode ")]
-    assert len(decodes) == 2    # dev and test
-    for d in decodes:
+    assert len(decodes) == 4    # dev and test, the first network's (to compare), then the second's
+    for d in decodes[:2]:
+        assert d[1:4] == [str(exp / "blstm/final.pt"), str(data / "lang/graph"),
+                          str(data / f"archives/{Path(d[3]).name}")]
+    for d in decodes[2:]:
         assert d[1:4] == [str(exp / "blstm_nnet/final.pt"), str(data / "lang_nnet/graph"),
                           str(data / f"archives_nnet/{Path(d[3]).name}")]
+    assert [Path(d[3]).name for d in decodes] == ["dev.h5", "test.h5"] * 2
     proc, commands = run_stages(tmp_path, 7, 7)     # without it: the first network
     assert all(str(exp / "blstm/final.pt") in c for c in commands if c.startswith("decode "))
+
+
+def test_score_reports_the_first_network_before_the_second(tmp_path: Path) -> None:
+    """With --realign true the score stage prints the first network's dev-picked line before
+    the report whose last line is the second network's test WER."""
+    run_stages(tmp_path, 7, 7)     # makes the copy; the test split gets a transcript
+    (tmp_path / "test" / "text").write_text("u1 a b\n")
+    proc, commands = run_stages(tmp_path, 8, 8, "--realign", "true")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    exp = tmp_path / "exp"
+    scores = [c.split() for c in commands if c.startswith("score ")]
+    assert [c[2] for c in scores] == [str(exp / "blstm/decode_test"), str(exp / "blstm_nnet/decode_test")]
+    assert all(c[c.index("--pick-on") + 1].endswith("/decode_dev") for c in scores)
+    lines = proc.stdout.splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("blstm on the ladder's alignments: %WER 1.00"))
+    assert lines[-1].startswith("%WER 2.00") and first < len(lines) - 1
