@@ -368,7 +368,7 @@ stream_scp() {   # stream_scp NAME SPLIT: a recipe's own ${split}_${name}_scp (s
 hybrid_archive() {
   echo "=== stage $1: HDF5 archives ($streams)"
   mkdir -p "$exp"; printf '%s\n' "streams=$streams" "fmllr_source=$fmllr_source" > "$exp/streams.sh"   # a record of the run's input
-  local split s o=() targets pdfs
+  local split s o=() targets pdfs first
   opts o --chunk:chunk
   for split in $splits; do
     s=()
@@ -383,6 +383,10 @@ hybrid_archive() {
     if [ -n "$(stream_scp pdf_ali "$split")" ]; then
       pdfs=$num_pdfs; if [ -f "$lang/num_pdfs" ]; then pdfs=$(cat "$lang/num_pdfs"); fi
       targets=(--ali "$(stream_scp pdf_ali "$split")" --num-pdfs "$pdfs")
+    elif [ -n "$first_archives" ]; then   # realigned, no targets: the first network's archive as it is
+      first=$first_archives; [[ $first = /* ]] || first=$PWD/$first
+      mkdir -p "$archives"; ln -sfn "$first/$split.h5" "$archives/$split.h5"
+      continue
     fi
     done_or_run "archive-$split" "$archives" \
       asrtrain prepare archive "$archives/$split.h5" "${o[@]}" "${s[@]}" \
