@@ -24,6 +24,7 @@ PREPARE_COMMANDS = {
     "check-dirs": "asrtrain.cli.prepare_check_dirs:check_dirs",
     "tree": "asrtrain.cli.prepare_tree:tree",
     "realign": "asrtrain.cli.prepare_realign:realign",
+    "den-graph": "asrtrain.cli.prepare_den_graph:den_graph",
 }
 
 

@@ -1,4 +1,5 @@
-"""``asrtrain train-seq``: sequence training (MMI) of a cross-entropy model on its lattices."""
+"""``asrtrain train-seq``: sequence training (MMI) of a cross-entropy model on its lattices or
+a denominator graph (lattice-free)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ _D = SequenceConfig()
 @config_option
 @click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("archive", type=click.Path(exists=True, path_type=Path))
-@click.argument("lattices", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("lattices", metavar="DENOMINATOR", type=click.Path(exists=True, path_type=Path))
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--valid", type=click.Path(exists=True, path_type=Path),
               help="Held-out archive: its frame loss and accuracy after each epoch.")
@@ -44,8 +45,9 @@ _D = SequenceConfig()
 def train_seq(ctx: click.Context, model: Path, archive: Path, lattices: Path, out: Path, valid: Path | None,
               resume: bool, device: str | None, threads: int | None, config: str | None, **options: object) -> None:
     """Train MODEL (a cross-entropy final.pt) further with MMI: ARCHIVE is its training archive
-    (the reference pdfs are its targets), LATTICES the decode dir (or its lat/) of
-    `asrtrain decode MODEL GRAPH ARCHIVE DIR --lattices`, the denominator. Writes
+    (the reference pdfs are its targets), DENOMINATOR the decode dir (or its lat/) of
+    `asrtrain decode MODEL GRAPH ARCHIVE DIR --lattices`, or a graph file of `asrtrain prepare
+    den-graph` (lattice-free MMI: every path of a phone trigram, no decoding needed). Writes
     OUT/epoch<N>.pt, OUT/final.pt (the last epoch; decode it as any final.pt) and
     OUT/history.json."""
     import torch
@@ -60,4 +62,4 @@ def train_seq(ctx: click.Context, model: Path, archive: Path, lattices: Path, ou
     out.mkdir(parents=True, exist_ok=True)
     with command_run("train-seq", out, resolved_params(ctx)):
         final = SequenceTrainer(model, archive, lattices, out, cfg, valid, device).run(resume)
-    click.echo(f"{final}: MMI-trained from {model}")
+    click.echo(f"{final}: {'lattice-free ' if lattices.is_file() else ''}MMI-trained from {model}")

@@ -80,6 +80,29 @@ def check_tree(decode_dir: Path, archive: Any) -> None:
                          f"archive's targets ({ours}, {tree})", decode_dir)
 
 
+def open_den_graph(path: Path, archive: Any, num_pdfs: int) -> Any:
+    """A denominator graph (``prepare den-graph``) as matrices, refused when it was built on
+    another tree than the archive's targets (when their lang's ``tree_id`` is at hand)."""
+    from asrtrain.core.textio import read_text
+    from asrtrain.train.den_graph import DenGraph
+    from asrtrain.train.lfmmi import DenMatrices
+
+    graph = DenGraph.load(path)
+    ali = ((archive.header or {}).get("options") or {}).get("ali")
+    tree_id = Path(str(ali)).parent.parent / "tree_id" if ali else None
+    if tree_id is None or not tree_id.is_file():
+        log.warning("the training targets' tree is not at hand: the graph's pdfs are assumed to be theirs")
+    elif read_text(tree_id).strip() != graph.tree_id:
+        raise InputError(f"the denominator graph was built on tree {graph.tree_id}, the archive's "
+                         f"targets on {read_text(tree_id).strip()} ({tree_id})", path)
+    if graph.num_states and int(graph.pdf.max()) >= num_pdfs:
+        raise InputError(f"the denominator graph has pdf {int(graph.pdf.max())}, the model "
+                         f"{num_pdfs} outputs", path)
+    log.info("lattice-free MMI: denominator graph %s, %d states, %d transitions", path,
+             graph.num_states, graph.src.size)
+    return DenMatrices.of(graph, num_pdfs)
+
+
 def references(archive: Any, utts: list[tuple[str, tuple[int, int, int]]]) -> dict[str, np.ndarray]:
     """Each utterance's reference pdfs (the archive's targets, padding cut), read once."""
     out = {}
@@ -118,40 +141,60 @@ class SequenceTrainer:
         self.log_prior = torch.from_numpy(log_priors(self.final.priors, self.final.config.num_pdfs, model_path)
                                           ).to(self.device)
         self.valid = open_archive(Path(valid_path), "held-out") if valid_path else None
-        lat_dir = Path(lat_dir)  # a decode dir, or its lat/
-        decode_dir = lat_dir.parent if any(lat_dir.glob("lat.*.gz")) else lat_dir
-        lattices = read_lattices(decode_dir, self.final.config.num_pdfs)
-        check_tree(decode_dir, self.archive)
-        self.utts = [(u, (f, n, t)) for u, f, n, t in self.archive.utterances if u in lattices]
-        missing = len(self.archive.utterances) - len(self.utts)
-        if not self.utts:
-            raise InputError("no utterance of the training archive has a lattice here", lat_dir)
-        if missing:
-            log.warning("%d of %d training utterances have no lattice (no search survived, or not "
-                        "decoded): trained on the other %d", missing, len(self.archive.utterances), len(self.utts))
-        self.lattices = lattices
+        self.lattices: dict[str, Any] = {}
+        self.den: Any = None
+        if Path(lat_dir).is_file():   # a denominator graph (prepare den-graph): lattice-free
+            self.den = open_den_graph(Path(lat_dir), self.archive, self.final.config.num_pdfs)
+            self.utts = [(u, (f, n, t)) for u, f, n, t in self.archive.utterances]
+        else:
+            self.utts = self._lattice_utts(Path(lat_dir))
         self.refs = references(self.archive, self.utts)
+        self.criterion = "lf-mmi" if self.den is not None else "mmi"
         self.model = self.final.model.to(self.device)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
-    def _utterance_loss(self, utt: str, span: tuple[int, int, int]) -> tuple[torch.Tensor, dict[str, float]]:
-        """The summed loss of one utterance and its figures (MMI objective, kept frames)."""
+    def _lattice_utts(self, lat_dir: Path) -> list[tuple[str, tuple[int, int, int]]]:
+        """The training utterances that have a lattice in ``lat_dir`` (a decode dir or its lat/)."""
+        decode_dir = lat_dir.parent if any(lat_dir.glob("lat.*.gz")) else lat_dir
+        self.lattices = read_lattices(decode_dir, self.final.config.num_pdfs)
+        check_tree(decode_dir, self.archive)
+        utts = [(u, (f, n, t)) for u, f, n, t in self.archive.utterances if u in self.lattices]
+        missing = len(self.archive.utterances) - len(utts)
+        if not utts:
+            raise InputError("no utterance of the training archive has a lattice here", lat_dir)
+        if missing:
+            log.warning("%d of %d training utterances have no lattice (no search survived, or not "
+                        "decoded): trained on the other %d", missing, len(self.archive.utterances), len(utts))
+        return utts
+
+    def _group_loss(self, group: list[tuple[str, tuple[int, int, int]]]
+                    ) -> tuple[torch.Tensor, list[dict[str, float]]]:
+        """The summed loss of a step's utterances and each one's figures (MMI objective, kept
+        frames): against its lattice, or all of them at once against the denominator graph."""
         from asrtrain.decode.loglikes import utterance_logits
+        from asrtrain.train.lfmmi import lfmmi_targets
         from asrtrain.train.mmi import mmi_targets
 
-        logits = utterance_logits(self.model, self.archive, self.input, span, self.context, self.device)
-        logp = torch.log_softmax(logits, dim=-1)
-        ref = self.refs[utt]
+        logps = [torch.log_softmax(utterance_logits(self.model, self.archive, self.input, span, self.context,
+                                                    self.device), dim=-1) for _, span in group]
+        scores = [(lp.detach() - self.log_prior).cpu().numpy() for lp in logps]
+        refs = [self.refs[utt] for utt, _ in group]
         try:
-            mmi = mmi_targets(self.lattices[utt], (logp.detach() - self.log_prior).cpu().numpy(), ref,
-                              self.cfg.acwt, self.cfg.drop_frames)
+            if self.den is not None:
+                mmis = lfmmi_targets(self.den, scores, refs, self.cfg.acwt)
+            else:
+                mmis = [mmi_targets(self.lattices[utt], sc, ref, self.cfg.acwt, self.cfg.drop_frames)
+                        for (utt, _), sc, ref in zip(group, scores, refs, strict=True)]
         except ValueError as exc:
-            raise InputError(f"utterance {utt}: {exc}") from None
-        weights = torch.from_numpy(mmi.weights).to(self.device)
-        ce = -logp[torch.arange(ref.size, device=self.device), torch.from_numpy(ref).to(self.device)].sum()
-        loss = -(weights * logp).sum() + self.cfg.ce_weight * ce
-        return loss, {"objective": mmi.objective, "frames": float(ref.size), "kept": float(mmi.kept.sum()),
-                      "num_post": mmi.num_post * float(mmi.kept.sum()), "ce": float(ce.detach())}
+            raise InputError(f"utterances {[u for u, _ in group]}: {exc}") from None
+        losses, figs = [], []
+        for logp, ref, mmi in zip(logps, refs, mmis, strict=True):
+            weights = torch.from_numpy(mmi.weights).to(self.device)
+            ce = -logp[torch.arange(ref.size, device=self.device), torch.from_numpy(ref).to(self.device)].sum()
+            losses.append(-(weights * logp).sum() + self.cfg.ce_weight * ce)
+            figs.append({"objective": mmi.objective, "frames": float(ref.size), "kept": float(mmi.kept.sum()),
+                         "num_post": mmi.num_post * float(mmi.kept.sum()), "ce": float(ce.detach())})
+        return torch.stack(losses).sum(), figs
 
     def epoch(self, n: int) -> dict[str, float]:
         """One pass over the utterances in a seeded order; the figures summed over it."""
@@ -163,14 +206,12 @@ class SequenceTrainer:
         for i in range(0, len(order), self.cfg.utts_per_step):
             group = [self.utts[k] for k in order[i:i + self.cfg.utts_per_step]]
             self.opt.zero_grad(set_to_none=True)
-            losses, frames = [], 0.0
-            for utt, span in group:
-                loss, figs = self._utterance_loss(utt, span)
-                losses.append(loss)
-                frames += figs["frames"]
+            loss, group_figs = self._group_loss(group)
+            frames = sum(f["frames"] for f in group_figs)
+            for figs in group_figs:
                 for k, v in figs.items():
                     sums[k] += v
-            total = torch.stack(losses).sum() / frames
+            total = loss / frames
             if not torch.isfinite(total):
                 raise InputError(f"a non-finite MMI loss at utterances {[u for u, _ in group]}")
             total.backward()
@@ -190,9 +231,9 @@ class SequenceTrainer:
         total, frames = 0.0, 0.0
         self.model.eval()
         with torch.no_grad():
-            for utt, span in self.utts:
-                _, figs = self._utterance_loss(utt, span)
-                total, frames = total + figs["objective"], frames + figs["frames"]
+            for i in range(0, len(self.utts), self.cfg.utts_per_step):
+                for figs in self._group_loss(self.utts[i:i + self.cfg.utts_per_step])[1]:
+                    total, frames = total + figs["objective"], frames + figs["frames"]
         return total / max(frames, 1.0)
 
     def held_out(self) -> dict[str, float]:
@@ -210,8 +251,8 @@ class SequenceTrainer:
         from asrtrain.model.io import save_final
 
         meta = dict(self.final.meta)
-        meta["sequence"] = {"criterion": "mmi", "init": str(self.model_path), "config": asdict(self.cfg),
-                            "history": history}
+        meta["sequence"] = {"criterion": self.criterion, "init": str(self.model_path),
+                            "config": asdict(self.cfg), "history": history}
         self.model.eval()
         return save_final(path, self.model, self.final.priors, self.final.layout, meta)
 
@@ -219,7 +260,7 @@ class SequenceTrainer:
         """What a saved state must share with this run to be continued: the starting model and
         every option but the number of epochs."""
         options = {k: v for k, v in asdict(self.cfg).items() if k != "epochs"}
-        return {"init": str(self.model_path.resolve()), "options": options}
+        return {"init": str(self.model_path.resolve()), "options": options, "criterion": self.criterion}
 
     def _save_state(self, epoch: int, history: list[dict[str, Any]]) -> None:
         state = {"epoch": epoch, "key": self._key(), "model": self.model.state_dict(),
@@ -233,9 +274,11 @@ class SequenceTrainer:
         if not path.is_file():
             return None
         state = torch.load(path, map_location=self.device, weights_only=True)
-        saved, ours = state["key"], self._key()
+        saved, ours = {"criterion": "mmi", **state["key"]}, self._key()   # states before lf-mmi
         if saved != ours:
             differ = ["the starting model"] if saved["init"] != ours["init"] else []
+            differ += [f"the criterion {saved['criterion']} (now {ours['criterion']})"
+                       ] if saved["criterion"] != ours["criterion"] else []
             differ += [f"--{k.replace('_', '-')} {saved['options'].get(k)} (now {v})"
                        for k, v in ours["options"].items() if saved["options"].get(k) != v]
             raise ConfigError(f"{path} is of a run with other options: {', '.join(differ)}; give "

@@ -1,0 +1,131 @@
+"""Lattice-free MMI (``prepare den-graph``, ``train-seq`` with a graph file).
+
+The forward-backward must equal the sum over every path of a small graph, enumerated; the
+mini corpus's graph must hold every training utterance's reference path and be a proper
+distribution; ``train-seq`` against it must raise the objective its own code computes, keep
+a model ``decode`` reads, and refuse a graph of another tree.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from asrtrain.cli.main import cli
+from asrtrain.train.den_graph import DenGraph
+from asrtrain.train.lfmmi import DenMatrices, den_posteriors
+
+
+def _cli(*args: object) -> str:
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def _small_graph() -> DenGraph:
+    """Four states, pdfs 0 1 1 2: loops, a skip, two starts and two ends."""
+    arcs = {(0, 0): 0.5, (0, 1): 0.3, (0, 3): 0.2, (1, 1): 0.6, (1, 2): 0.4, (2, 2): 0.7,
+            (2, 0): 0.1, (3, 3): 0.5, (3, 2): 0.5}
+    src, dst = zip(*arcs, strict=True)
+    return DenGraph(pdf=np.array([0, 1, 1, 2]), src=np.array(src), dst=np.array(dst),
+                    prob=np.array(list(arcs.values())), initial=np.array([0.6, 0.0, 0.0, 0.4]),
+                    final=np.array([0.0, 0.0, 0.2, 0.0]), tree_id="t")
+
+
+def _enumerate(graph: DenGraph, scores: np.ndarray) -> tuple[np.ndarray, float]:
+    """γ [T, P] and log Σ over every state sequence, by brute force."""
+    arcs = {(int(a), int(b)): float(p) for a, b, p in zip(graph.src, graph.dst, graph.prob, strict=True)}
+    t_count, p_count = scores.shape
+    post, total = np.zeros((t_count, p_count)), 0.0
+    for path in itertools.product(range(graph.num_states), repeat=t_count):
+        w = graph.initial[path[0]] * graph.final[path[-1]]
+        for a, b in zip(path, path[1:], strict=False):
+            w *= arcs.get((a, b), 0.0)
+        w *= np.exp(sum(scores[t, graph.pdf[s]] for t, s in enumerate(path)))
+        total += w
+        for t, s in enumerate(path):
+            post[t, graph.pdf[s]] += w
+    return post / total, float(np.log(total))
+
+
+def test_the_forward_backward_is_the_sum_over_every_path() -> None:
+    graph = _small_graph()
+    rng = np.random.default_rng(0)
+    scores = [rng.normal(size=(5, 3)) * 2, rng.normal(size=(3, 3)) * 2]   # two lengths, one step
+    got = den_posteriors(DenMatrices.of(graph, 3), scores)
+    for (post, total), sc in zip(got, scores, strict=True):
+        want_post, want_total = _enumerate(graph, sc)
+        assert total == pytest.approx(want_total, abs=1e-4)
+        np.testing.assert_allclose(post, want_post, atol=1e-5)
+
+
+def test_a_length_no_path_has_is_one_clear_error() -> None:
+    graph = _small_graph()
+    graph.final = np.array([1.0, 0.0, 0.0, 0.0])   # ends only in state 0, which needs state 2 first
+    graph.initial = np.array([0.0, 0.0, 0.0, 1.0])
+    with pytest.raises(ValueError, match="no path of the denominator graph ends"):
+        den_posteriors(DenMatrices.of(graph, 3), [np.zeros((1, 3))])
+
+
+@pytest.fixture(scope="module")
+def den_graph(mini_lang_dec, mini_corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("den") / "den.npz"
+    printed = _cli("prepare", "den-graph", mini_lang_dec, mini_corpus, out)
+    assert "states" in printed
+    return out
+
+
+def test_the_graph_is_a_distribution_that_holds_every_reference_path(den_graph, trained) -> None:
+    from asrtrain.data.shards import open_archive
+    from asrtrain.train.sequence import references
+
+    graph = DenGraph.load(den_graph)
+    leaving = np.bincount(graph.src, weights=graph.prob, minlength=graph.num_states) + graph.final
+    np.testing.assert_allclose(leaving, 1.0, atol=1e-9)
+    assert graph.initial.sum() == pytest.approx(1.0)
+    final, _, _ = trained
+    archive = open_archive(final.parent / "train.h5")
+    refs = references(archive, [(u, (f, n, t)) for u, f, n, t in archive.utterances])
+    den = DenMatrices.of(graph, archive.num_pdfs)
+    utts = sorted(refs)[:6]
+    # scores that all but name the reference: the graph's posterior follows it wherever it can
+    scores = [np.where(np.eye(archive.num_pdfs, dtype=bool)[refs[u]], 0.0, -30.0) for u in utts]
+    for u, (post, _) in zip(utts, den_posteriors(den, scores), strict=True):
+        on_ref = post[np.arange(refs[u].size), refs[u]]
+        assert on_ref.min() > 0.99, (u, on_ref.min())
+
+
+def test_lfmmi_raises_its_objective_and_keeps_a_decodable_model(trained, den_graph, mini_lang_dec, tmp_path):
+    from asrtrain.model.io import load_final
+    from asrtrain.train.sequence import SequenceTrainer
+    from asrtrain.train.sequence_config import SequenceConfig
+
+    final, dev, _ = trained
+    train = final.parent / "train.h5"
+    out = tmp_path / "lfmmi"
+    printed = _cli("train-seq", final, train, den_graph, out, "--epochs", "2", "--lr", "0.5",
+                   "--ce-weight", "0", "--threads", "1")
+    assert "lattice-free MMI-trained" in printed
+    cfg = SequenceConfig()
+    before = SequenceTrainer(final, train, den_graph, tmp_path / "x", cfg).objective()
+    after = SequenceTrainer(out / "final.pt", train, den_graph, tmp_path / "y", cfg).objective()
+    assert after > before + 1e-3, (before, after)
+    new = load_final(out / "final.pt")
+    assert new.meta["sequence"]["criterion"] == "lf-mmi"
+    _cli("decode", out / "final.pt", mini_lang_dec / "graph", dev, tmp_path / "dec", "--nj", "1", "--lmwt", "10")
+    assert (tmp_path / "dec" / "hyp" / "10.txt").read_text()
+
+
+def test_a_graph_of_another_tree_is_refused(trained, den_graph, tmp_path):
+    graph = DenGraph.load(den_graph)
+    graph.tree_id = "0123456789abcdef"
+    other = tmp_path / "other.npz"
+    graph.save(other)
+    final, _, _ = trained
+    res = CliRunner().invoke(cli, ["train-seq", str(final), str(final.parent / "train.h5"), str(other),
+                                   str(tmp_path / "o")])
+    assert res.exit_code == 1 and "0123456789abcdef" in res.output and str(other) in res.output, res.output
+    assert not (tmp_path / "o" / "final.pt").exists()
