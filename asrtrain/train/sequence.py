@@ -227,12 +227,14 @@ class SequenceTrainer:
                 "seconds": time.monotonic() - start, "frames_per_second": frames / (time.monotonic() - start)}
 
     def objective(self) -> float:
-        """The MMI objective a frame of the model as it is, over every utterance (no update)."""
+        """The MMI objective a frame of the model as it is, over every utterance (the first
+        ``--max-utts`` of them for a quick look; no update)."""
         total, frames = 0.0, 0.0
+        utts = self.utts[: self.cfg.max_utts]
         self.model.eval()
         with torch.no_grad():
-            for i in range(0, len(self.utts), self.cfg.utts_per_step):
-                for figs in self._group_loss(self.utts[i:i + self.cfg.utts_per_step])[1]:
+            for i in range(0, len(utts), self.cfg.utts_per_step):
+                for figs in self._group_loss(utts[i:i + self.cfg.utts_per_step])[1]:
                     total, frames = total + figs["objective"], frames + figs["frames"]
         return total / max(frames, 1.0)
 
