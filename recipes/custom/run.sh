@@ -20,7 +20,8 @@
 # Stages: 0 data dirs, 1 features and sizes, 2 alignments, 3 i-vectors and fMLLR,
 #         4 lang and graph, and the GMM rungs decoded (SAT in two passes), 5 archives,
 #         6 train (--realign true: then the network's alignments, lang, archives and a second
-#         network, in exp/ali_nnet, data/lang_nnet, data/archives_nnet, exp/blstm_nnet), 7 decode (both
+#         network, in exp/ali_nnet, data/lang_nnet, data/archives_nnet, exp/blstm_nnet; --lfmmi true:
+#         then lattice-free MMI into exp/blstm_lfmmi), 7 decode (both
 #         networks with --realign true), 8 score (a line per GMM rung, then the BLSTM's), 9 export (exp/model:
 #         the BLSTM at the dev-picked setting). The BLSTM's report is printed last, after stage 9.
 # New recordings, once trained:  ./transcribe.sh --data DIR --out DIR (asrtrain transcribe exp/model)
@@ -56,6 +57,7 @@ streams=auto          # the network's inputs (the sizes rule's), or a list of fm
 fmllr_source=auto     # the fMLLR stream's: sat (the SAT first pass) or global (the sizes rule's)
 hybrid_tree=auto      # the network's pdfs: questions (prepare tree), aligner (the SAT rung's) or counts (the sizes rule's)
 realign=false         # true: the trained network realigns train and dev, a second network trains on that
+lfmmi=false           # true: then 2 epochs of lattice-free MMI (train-seq on a den graph); that network is decoded
 ali_iters=15
 ivector_iters=4
 warmup_epochs=1

@@ -39,7 +39,7 @@ data=${data-data}
 exp=${exp-exp}
 seed=${seed-0}
 nj=${nj-2}                          # jobs of every stage whose own *_nj is empty
-stages=${stages-"data features align adapt lang archive train,realign decode score export"}
+stages=${stages-"data features align adapt lang archive train,realign,lfmmi decode score export"}
 splits=${splits-"train dev test"}   # dev picks the decoding setting; without it, an oracle
 dict=${dict-}                       # empty: $data/dict
 lm_text=${lm_text-}                 # empty: $data/lm_text
@@ -88,6 +88,12 @@ graph_dir=${graph_dir-}             # empty: $lang/graph
 # is grown again from them); decode, score and export take the second (dirs ending in _nnet);
 # the first is decoded too and scored on a line of its own before the second's report
 realign=${realign-false}
+# true: the trained network (the second, with --realign true) trains lfmmi_epochs more with
+# lattice-free MMI (prepare den-graph + train-seq, Kaldi's chain denominator) into <model>_lfmmi,
+# the model decode, score and export take; the cross-entropy one is decoded and scored beside it
+lfmmi=${lfmmi-false}
+lfmmi_epochs=${lfmmi_epochs-2}
+lfmmi_lr=${lfmmi_lr-0.01}
 # --- GMM baselines (Kaldi's RESULTS rungs): a graph per tree, dev and test decoded with
 # lattices, SAT in two passes (fMLLR from the LDA+MLLT pass); auto: every rung of ali_stages
 gmm_rungs=${gmm_rungs-none}
@@ -159,6 +165,7 @@ case "$lattices" in true|false) ;; *) die "--lattices must be true or false, got
 case "$fmllr_source" in global|sat|auto) ;; *) die "--fmllr-source must be global or sat" ;; esac
 case "$alignments" in exact|learned) ;; *) die "--alignments must be exact or learned" ;; esac
 case "$realign" in true|false) ;; *) die "--realign must be true or false, got '$realign'" ;; esac
+case "$lfmmi" in true|false) ;; *) die "--lfmmi must be true or false, got '$lfmmi'" ;; esac
 : "${feat_nj:=$nj}" "${decode_nj:=$nj}" "${ali_nj:=$nj}" "${ali_job_cmd:=$align_cmd}"
 : "${adapt_nj:=$ali_nj}" "${adapt_job_cmd:=$ali_job_cmd}"
 
@@ -416,6 +423,7 @@ hybrid_train() {
 
 use_realigned() {   # the second network's dirs: what decode, score and export read from now on
   first_model=$model first_graph=$graph_dir first_archives=$archives   # decoded and scored beside it
+  first_label="blstm on the ladder's alignments"
   if [ "$graph_dir" = "$lang/graph" ]; then graph_dir=${lang}_nnet/graph; fi
   lang=${lang}_nnet archives=${archives}_nnet model=${model}_nnet
 }
@@ -434,6 +442,24 @@ hybrid_realign() {   # (stage train,realign) the trained network aligns train an
     asrtrain prepare lang "$dict" "$lm_text" "$exp/ali_nnet" "$lang" "${o[@]}" "${lang_opts[@]}"
   hybrid_archive "$1"
   hybrid_train "$1"
+}
+
+use_lfmmi() {   # the lattice-free MMI network: what decode, score and export read from now on
+  first_model=$model first_graph=$graph_dir first_archives=$archives first_label="blstm, cross-entropy only"
+  model=${model}_lfmmi
+}
+
+hybrid_lfmmi() {   # (stage train,realign,lfmmi) the network trained further with lattice-free MMI
+  [ "$lfmmi" = true ] || return 0
+  local from=$ali den=$exp/den o=()
+  if [ "$realign" = true ]; then from=$exp/ali_nnet den=$exp/den_nnet; fi
+  echo "=== stage $1: lattice-free MMI, $lfmmi_epochs epochs from $model/final.pt (denominator: the phone trigrams of $from on $lang's tree)"
+  done_or_run den-graph "$den" asrtrain prepare den-graph "$lang" "$from" "$den/den.npz"
+  opts o --epochs:lfmmi_epochs --lr:lfmmi_lr
+  local ce=$model; use_lfmmi
+  done_or_run lfmmi "$model" \
+    asrtrain train-seq "$ce/final.pt" "$archives/train.h5" "$den/den.npz" "$model" \
+      --valid "$archives/dev.h5" "${o[@]}"
 }
 
 hybrid_decode() {
@@ -480,7 +506,7 @@ $t/hyp/$picked.txt"
   if [ -n "$first_model" ] && [ -n "$pick_split" ]; then   # --realign true: the first network
     asrtrain score --sweep "$first_model/decode_$test_split" --pick-on "$first_model/decode_$pick_split" \
       "${utt2spk[@]}" "${vocab[@]}" > "$first_model/score.log" 2>&1
-    echo "blstm on the ladder's alignments: $(head -1 "$first_model/decode_$test_split/dev_picked_wer" | awk '{NF--; print}')"
+    echo "$first_label: $(head -1 "$first_model/decode_$test_split/dev_picked_wer" | awk '{NF--; print}')"
   fi
   if [ -n "$pick_split" ]; then
     asrtrain score --sweep "$t" --pick-on "$model/decode_$pick_split" "${utt2spk[@]}" "${vocab[@]}"
@@ -523,12 +549,20 @@ hybrid_export() {
 # its WER), and its report (the last line: the test WER) comes after every stage
 apply_sizes
 check_sat_source   # where both are known now; check_sizes checks again once the rule filled in auto
-first_model= first_graph= first_archives=   # set by use_realigned: the first network's dirs
+first_model= first_graph= first_archives= first_label=   # set by use_realigned / use_lfmmi
 if [ "$realign" = true ]; then   # a run resumed after its realign stage reads the second network
   [[ " ${stages//,/ } " == *" realign "* ]] || die "--realign: this recipe's stages ($stages) have no realign"
   declare -i _n=0
   for _names in $stages; do
     if [[ ",$_names," == *",realign,"* ]] && [ "$_n" -lt "$stage" ]; then use_realigned; fi
+    _n+=1
+  done
+fi
+if [ "$lfmmi" = true ]; then   # a run resumed after its lfmmi stage reads that network
+  [[ " ${stages//,/ } " == *" lfmmi "* ]] || die "--lfmmi: this recipe's stages ($stages) have no lfmmi"
+  declare -i _n=0
+  for _names in $stages; do
+    if [[ ",$_names," == *",lfmmi,"* ]] && [ "$_n" -lt "$stage" ]; then use_lfmmi; fi
     _n+=1
   done
 fi

@@ -162,3 +162,34 @@ def test_score_reports_the_first_network_before_the_second(tmp_path: Path) -> No
     lines = proc.stdout.splitlines()
     first = next(i for i, ln in enumerate(lines) if ln.startswith("blstm on the ladder's alignments: %WER 1.00"))
     assert lines[-1].startswith("%WER 2.00") and first < len(lines) - 1
+
+
+def test_lfmmi_trains_the_network_further_and_decodes_both(tmp_path: Path) -> None:
+    """--lfmmi true: after training, a den graph of the ladder's alignments on the lang's tree
+    and train-seq against it into blstm_lfmmi; a run resumed later decodes the cross-entropy
+    network and then the lattice-free one, whose report is the last."""
+    proc, commands = run_stages(tmp_path, 6, 6, "--lfmmi", "true")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    exp, data = tmp_path / "exp", tmp_path / "data"
+    assert [" ".join(c.split()[:2]) for c in commands] == [
+        "train " + str(data / "archives/train.h5"), "prepare den-graph", "train-seq " + str(exp / "blstm/final.pt")]
+    assert commands[1].split()[2:5] == [str(data / "lang"), str(exp / "ali"), str(exp / "den/den.npz")]
+    seq = commands[2].split()
+    assert seq[2:5] == [str(data / "archives/train.h5"), str(exp / "den/den.npz"), str(exp / "blstm_lfmmi")]
+    assert seq[seq.index("--epochs") + 1] == "2" and seq[seq.index("--valid") + 1] == str(data / "archives/dev.h5")
+    proc, commands = run_stages(tmp_path, 7, 7, "--lfmmi", "true")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    decodes = [c.split() for c in commands if c.startswith("decode ")]
+    assert [d[1] for d in decodes] == [str(exp / "blstm/final.pt")] * 2 + [str(exp / "blstm_lfmmi/final.pt")] * 2
+    assert all(d[2] == str(data / "lang/graph") for d in decodes)
+
+
+def test_lfmmi_after_realign_starts_from_the_second_network(tmp_path: Path) -> None:
+    proc, commands = run_stages(tmp_path, 6, 6, "--lfmmi", "true", "--realign", "true")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    exp, data = tmp_path / "exp", tmp_path / "data"
+    den = next(c.split() for c in commands if c.startswith("prepare den-graph"))
+    assert den[2:5] == [str(data / "lang_nnet"), str(exp / "ali_nnet"), str(exp / "den_nnet/den.npz")]
+    seq = commands[-1].split()
+    assert seq[:3] == ["train-seq", str(exp / "blstm_nnet/final.pt"), str(data / "archives_nnet/train.h5")]
+    assert seq[4] == str(exp / "blstm_nnet_lfmmi")
