@@ -464,7 +464,7 @@ hybrid_lfmmi() {   # (stage train,realign,lfmmi) the network trained further wit
 
 hybrid_decode() {
   echo "=== stage $1: decode $decode_splits (LM weights $lmwt, penalties $wip)"
-  if [ -n "$first_model" ]; then   # --realign true: the first network too, to compare
+  if [ -n "$first_model" ]; then   # --realign or --lfmmi true: the network before it too, to compare
     decode_network "$first_model" "$first_graph" "$first_archives"
   fi
   decode_network "$model" "$graph_dir" "$archives"
@@ -503,7 +503,7 @@ $t/hyp/$picked.txt"
       "${utt2spk[@]}" "${vocab[@]}" > "$gmm/score_$rung.log" 2>&1
     echo "$rung: $(head -1 "$gmm/decode_${rung}_$test_split/dev_picked_wer" | awk '{NF--; print}')"
   done
-  if [ -n "$first_model" ] && [ -n "$pick_split" ]; then   # --realign true: the first network
+  if [ -n "$first_model" ] && [ -n "$pick_split" ]; then   # --realign or --lfmmi: the network before it
     asrtrain score --sweep "$first_model/decode_$test_split" --pick-on "$first_model/decode_$pick_split" \
       "${utt2spk[@]}" "${vocab[@]}" > "$first_model/score.log" 2>&1
     echo "$first_label: $(head -1 "$first_model/decode_$test_split/dev_picked_wer" | awk '{NF--; print}')"
