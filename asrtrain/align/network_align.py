@@ -13,7 +13,6 @@ which ``prepare lang`` reads as it reads the ladder's.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from dataclasses import dataclass, field
@@ -62,7 +61,7 @@ class SplitFigures:
 
 def lang_tree(lang: Path) -> tuple[ContextTree, Transitions]:
     """The lang's tree and its topology's self-loops (what its HCLG and targets use)."""
-    tree = ContextTree.from_json(json.loads(read_text(lang / "tree")))
+    tree = ContextTree.read(lang / "tree")
     loops = Transitions({(phone, s): row[s] for phone, rows in tree.topo.trans.items()
                          for s, row in enumerate(rows)})
     return tree, loops

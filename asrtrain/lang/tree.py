@@ -22,6 +22,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -77,6 +78,13 @@ class ContextTree:
             out["questions"] = [[c, s, [_node_json(n) for n in nodes]]
                                 for (c, s), nodes in sorted(self.questions.items())]
         return out
+
+    @classmethod
+    def read(cls, path: Path) -> ContextTree:
+        """The tree a file holds (a lang dir's ``tree``, a rung's, a graph's)."""
+        from asrtrain.core.textio import read_text
+
+        return cls.from_json(json.loads(read_text(path)))
 
     @classmethod
     def from_json(cls, data: dict) -> ContextTree:

@@ -168,15 +168,12 @@ def _graph(pdfs: list[int], arcs: dict[tuple[int, int], float], final: dict[int,
 def make_den_graph(lang: Path, ali_dir: Path, out: Path, targets: str = "auto") -> DenGraph:
     """``out``: the graph of ``ali_dir``'s training alignments on ``lang``'s tree (the tree
     and topology the archive's targets come from)."""
-    import json
-
-    from asrtrain.core.textio import read_text
     from asrtrain.lang.pdf_ali import read_split
 
     tree_file = Path(lang) / "tree"
     if not tree_file.is_file():
         raise InputError("no tree: not a lang dir made by prepare lang", tree_file)
-    tree = ContextTree.from_json(json.loads(read_text(tree_file)))
+    tree = ContextTree.read(tree_file)
     graph = build(count_trigrams(read_split(Path(ali_dir), "train", targets)), tree)
     graph.save(out)
     return graph

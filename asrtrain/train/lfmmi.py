@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from asrtrain.train.den_graph import DenGraph
-from asrtrain.train.mmi import MmiFrames
+from asrtrain.train.mmi import MmiFrames, mmi_frames
 
 
 @dataclass
@@ -120,12 +120,5 @@ def lfmmi_targets(den: DenMatrices, loglikes: list[np.ndarray], alis: list[np.nd
     reference pdfs ``alis`` [T]; an objective leaves out the reference path's own transition
     and trigram probabilities (the same for every model: a constant of the data)."""
     dens = den_posteriors(den, [acwt * np.asarray(ll, dtype=np.float32) for ll in loglikes])
-    out = []
-    for (post, total), ll, ali in zip(dens, loglikes, alis, strict=True):
-        t = np.arange(ali.size)
-        weights = -post
-        weights[t, ali] += 1.0
-        num = acwt * float(np.asarray(ll, dtype=np.float64)[t, ali].sum())
-        out.append(MmiFrames(weights=(acwt * weights).astype(np.float32), objective=num - total,
-                             kept=np.ones(ali.size, dtype=bool), num_post=float(post[t, ali].mean())))
-    return out
+    return [mmi_frames(post, total, ll, ali, acwt, drop_frames=False)   # every pdf is in the graph
+            for (post, total), ll, ali in zip(dens, loglikes, alis, strict=True)]

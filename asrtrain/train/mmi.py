@@ -129,12 +129,19 @@ def mmi_targets(frames: LatticeFrames, loglikes: np.ndarray, ali: np.ndarray, ac
                 drop_frames: bool = True) -> MmiFrames:
     """The MMI gradient weights of one utterance against its reference pdfs ``ali`` [T]."""
     post, total = den_posteriors(frames, loglikes, acwt)
+    return mmi_frames(post, total, loglikes, ali, acwt, drop_frames)
+
+
+def mmi_frames(post: np.ndarray, total: float, loglikes: np.ndarray, ali: np.ndarray, acwt: float,
+               drop_frames: bool) -> MmiFrames:
+    """κ(γ_num − γ_den) and the objective from a denominator's posteriors ``post`` [T, P] and
+    log total (a lattice's or the lattice-free graph's), the numerator the reference path."""
     t = np.arange(ali.size)
     ref = post[t, ali]
     kept = ref > 1e-6 if drop_frames else np.ones(ali.size, dtype=bool)
     weights = -post
     weights[t, ali] += 1.0
     weights[~kept] = 0.0
-    num = acwt * float(loglikes[t, ali].astype(np.float64).sum())
+    num = acwt * float(np.asarray(loglikes)[t, ali].astype(np.float64).sum())
     return MmiFrames(weights=(acwt * weights).astype(np.float32), objective=num - total, kept=kept,
                      num_post=float(ref[kept].mean()) if kept.any() else 0.0)

@@ -69,15 +69,21 @@ def check_tree(decode_dir: Path, archive: Any) -> None:
 
     theirs = decoded_pdf_map_id(decode_dir, "lattices of a Kaldi graph (transition-ids) cannot be "
                                             "read as pdfs here; decode on asrtrain's graph")
-    ali = ((archive.header or {}).get("options") or {}).get("ali")
-    tree = Path(str(ali)).parent.parent / "tree" if ali else None
-    if tree is None or not tree.is_file():
+    tree = _targets_lang_file(archive, "tree")
+    if tree is None:
         log.warning("the training targets' tree is not at hand: the lattices' pdfs are assumed to be theirs")
         return
     ours = tree_pdf_map_id(tree)
     if theirs != ours:
         raise InputError(f"the lattices were decoded on a graph of another tree ({theirs}) than the "
                          f"archive's targets ({ours}, {tree})", decode_dir)
+
+
+def _targets_lang_file(archive: Any, name: str) -> Path | None:
+    """A file of the lang dir whose ``pdf_ali/`` the archive's targets came from, if still there."""
+    ali = ((archive.header or {}).get("options") or {}).get("ali")
+    path = Path(str(ali)).parent.parent / name if ali else None
+    return path if path is not None and path.is_file() else None
 
 
 def open_den_graph(path: Path, archive: Any, num_pdfs: int) -> Any:
@@ -88,9 +94,8 @@ def open_den_graph(path: Path, archive: Any, num_pdfs: int) -> Any:
     from asrtrain.train.lfmmi import DenMatrices
 
     graph = DenGraph.load(path)
-    ali = ((archive.header or {}).get("options") or {}).get("ali")
-    tree_id = Path(str(ali)).parent.parent / "tree_id" if ali else None
-    if tree_id is None or not tree_id.is_file():
+    tree_id = _targets_lang_file(archive, "tree_id")
+    if tree_id is None:
         log.warning("the training targets' tree is not at hand: the graph's pdfs are assumed to be theirs")
     elif read_text(tree_id).strip() != graph.tree_id:
         raise InputError(f"the denominator graph was built on tree {graph.tree_id}, the archive's "

@@ -550,22 +550,19 @@ hybrid_export() {
 apply_sizes
 check_sat_source   # where both are known now; check_sizes checks again once the rule filled in auto
 first_model= first_graph= first_archives= first_label=   # set by use_realigned / use_lfmmi
-if [ "$realign" = true ]; then   # a run resumed after its realign stage reads the second network
-  [[ " ${stages//,/ } " == *" realign "* ]] || die "--realign: this recipe's stages ($stages) have no realign"
-  declare -i _n=0
-  for _names in $stages; do
-    if [[ ",$_names," == *",realign,"* ]] && [ "$_n" -lt "$stage" ]; then use_realigned; fi
-    _n+=1
-  done
-fi
-if [ "$lfmmi" = true ]; then   # a run resumed after its lfmmi stage reads that network
-  [[ " ${stages//,/ } " == *" lfmmi "* ]] || die "--lfmmi: this recipe's stages ($stages) have no lfmmi"
-  declare -i _n=0
-  for _names in $stages; do
-    if [[ ",$_names," == *",lfmmi,"* ]] && [ "$_n" -lt "$stage" ]; then use_lfmmi; fi
-    _n+=1
-  done
-fi
+for _opt in realign lfmmi; do   # a run resumed after such a stage reads the network it made
+  if [ "${!_opt}" = true ] && [[ " ${stages//,/ } " != *" $_opt "* ]]; then
+    die "--$_opt: this recipe's stages ($stages) have no $_opt"
+  fi
+done
+declare -i _n=0
+for _names in $stages; do   # in stage order: realign's network first, then lfmmi's on it
+  if [ "$_n" -lt "$stage" ]; then
+    if [ "$realign" = true ] && [[ ",$_names," == *",realign,"* ]]; then use_realigned; fi
+    if [ "$lfmmi" = true ] && [[ ",$_names," == *",lfmmi,"* ]]; then use_lfmmi; fi
+  fi
+  _n+=1
+done
 score_report=
 declare -i _n=0
 for _names in $stages; do
