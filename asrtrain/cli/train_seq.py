@@ -37,6 +37,8 @@ _D = SequenceConfig()
               help="Leave out frames whose reference pdf the lattice never visits (Kaldi's --drop-frames).")
 @click.option("--seed", type=int, default=_D.seed, show_default=True, help="Order of the utterances.")
 @click.option("--max-utts", type=click.IntRange(1), default=None, help="Only N utterances of each epoch's shuffled order (a quick look).")
+@click.option("--diagnostic-utts", type=click.IntRange(1), default=_D.diagnostic_utts, show_default=True,
+              help="The objective is measured on a fixed sample of N utterances, before training and after each epoch.")
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Continue after the last whole epoch of a run killed in OUT (OUT/state.pt).")
 @click.option("--device", default=None, help="torch device of the network [cuda when there is one].")

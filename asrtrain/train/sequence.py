@@ -231,11 +231,18 @@ class SequenceTrainer:
                 "kept_frames": sums["kept"] / frames, "ref_den_posterior": sums["num_post"] / max(sums["kept"], 1),
                 "seconds": time.monotonic() - start, "frames_per_second": frames / (time.monotonic() - start)}
 
+    def diagnostic(self) -> list[tuple[str, tuple[int, int, int]]]:
+        """The utterances the objective is measured on: a fixed sample of ``--diagnostic-utts``
+        (Kaldi's train_diagnostic), the same whatever the seed, so runs compare; a pass over a
+        whole corpus would cost as much as a quarter of an epoch."""
+        n = len(self.utts)
+        pick = np.sort(np.random.default_rng(0).permutation(n)[: self.cfg.diagnostic_utts])
+        return [self.utts[k] for k in pick]
+
     def objective(self) -> float:
-        """The MMI objective a frame of the model as it is, over every utterance (the first
-        ``--max-utts`` of them for a quick look; no update)."""
+        """The MMI objective a frame of the model as it is on the diagnostic sample (no update)."""
         total, frames = 0.0, 0.0
-        utts = self.utts[: self.cfg.max_utts]
+        utts = self.diagnostic()
         self.model.eval()
         with torch.no_grad():
             for i in range(0, len(utts), self.cfg.utts_per_step):
@@ -265,8 +272,8 @@ class SequenceTrainer:
 
     def _key(self) -> dict[str, Any]:
         """What a saved state must share with this run to be continued: the starting model and
-        every option but the number of epochs."""
-        options = {k: v for k, v in asdict(self.cfg).items() if k != "epochs"}
+        every option but the number of epochs and the diagnostic sample's size."""
+        options = {k: v for k, v in asdict(self.cfg).items() if k not in ("epochs", "diagnostic_utts")}
         return {"init": str(self.model_path.resolve()), "options": options, "criterion": self.criterion}
 
     def _save_state(self, epoch: int, history: list[dict[str, Any]]) -> None:
@@ -304,15 +311,16 @@ class SequenceTrainer:
             done, history = resumed
             log.info("sequence training %s: resuming after epoch %d (%s)", self.model_path, done, self.out / STATE)
         else:
-            done, history = 0, [{"epoch": 0, "mmi_objective": self.objective(), **self.held_out()}]
-            log.info("sequence training %s: %d utterances, MMI at acoustic scale %g: objective %.4f a frame, %s",
-                     self.model_path, len(self.utts), self.cfg.acwt, history[0]["mmi_objective"],
-                     _held_out_text(history[0]))
+            done, history = 0, [{"epoch": 0, "diagnostic_objective": self.objective(), **self.held_out()}]
+            log.info("sequence training %s: %d utterances, MMI at acoustic scale %g: objective %.4f a frame "
+                     "on %d of them, %s", self.model_path, len(self.utts), self.cfg.acwt,
+                     history[0]["diagnostic_objective"], len(self.diagnostic()), _held_out_text(history[0]))
         for n in range(done + 1, self.cfg.epochs + 1):
-            row = {**self.epoch(n), **self.held_out()}
+            row = {**self.epoch(n), "diagnostic_objective": self.objective(), **self.held_out()}
             history.append(row)
-            log.info("sequence epoch %d: MMI objective %.4f a frame, %.1f%% of frames kept, reference "
-                     "posterior %.3f, %.0f frames/s | %s", n, row["mmi_objective"], 100 * row["kept_frames"],
+            log.info("sequence epoch %d: MMI objective %.4f a frame while training, %.4f after it on the "
+                     "diagnostic sample, %.1f%% of frames kept, reference posterior %.3f, %.0f frames/s | %s",
+                     n, row["mmi_objective"], row["diagnostic_objective"], 100 * row["kept_frames"],
                      row["ref_den_posterior"], row["frames_per_second"], _held_out_text(row))
             if not math.isfinite(row["mmi_objective"]):
                 raise InputError("the MMI objective is not finite: lower --lr", self.out)

@@ -22,6 +22,7 @@ class SequenceConfig:
     drop_frames: bool = True
     seed: int = 0
     max_utts: int | None = None  # the first N utterances of an epoch (a quick look)
+    diagnostic_utts: int = 300  # the objective's fixed sample, before training and after each epoch
 
     def check(self) -> None:
         for ok, why in ((self.acwt > 0, f"--acwt must be > 0, got {self.acwt}"),
@@ -29,6 +30,7 @@ class SequenceConfig:
                         (0 <= self.momentum < 1, f"--momentum must be in [0, 1), got {self.momentum}"),
                         (self.epochs >= 1, f"--epochs must be >= 1, got {self.epochs}"),
                         (self.ce_weight >= 0, f"--ce-weight must be >= 0, got {self.ce_weight}"),
-                        (self.utts_per_step >= 1, f"--utts-per-step must be >= 1, got {self.utts_per_step}")):
+                        (self.utts_per_step >= 1, f"--utts-per-step must be >= 1, got {self.utts_per_step}"),
+                        (self.diagnostic_utts >= 1, f"--diagnostic-utts must be >= 1, got {self.diagnostic_utts}")):
             if not ok:
                 raise ConfigError(why)

@@ -94,6 +94,7 @@ realign=${realign-false}
 lfmmi=${lfmmi-false}
 lfmmi_epochs=${lfmmi_epochs-2}
 lfmmi_lr=${lfmmi_lr-0.01}
+lfmmi_utts_per_step=${lfmmi_utts_per_step-8}   # the whole utterances of a step (speechocean762's runs)
 # --- GMM baselines (Kaldi's RESULTS rungs): a graph per tree, dev and test decoded with
 # lattices, SAT in two passes (fMLLR from the LDA+MLLT pass); auto: every rung of ali_stages
 gmm_rungs=${gmm_rungs-none}
@@ -455,10 +456,10 @@ hybrid_lfmmi() {   # (stage train,realign,lfmmi) the network trained further wit
   if [ "$realign" = true ]; then from=$exp/ali_nnet den=$exp/den_nnet; fi
   echo "=== stage $1: lattice-free MMI, $lfmmi_epochs epochs from $model/final.pt (denominator: the phone trigrams of $from on $lang's tree)"
   done_or_run den-graph "$den" asrtrain prepare den-graph "$lang" "$from" "$den/den.npz"
-  opts o --epochs:lfmmi_epochs --lr:lfmmi_lr
+  opts o --epochs:lfmmi_epochs --lr:lfmmi_lr --utts-per-step:lfmmi_utts_per_step
   local ce=$model; use_lfmmi
   done_or_run lfmmi "$model" \
-    asrtrain train-seq "$ce/final.pt" "$archives/train.h5" "$den/den.npz" "$model" \
+    env -u OMP_NUM_THREADS asrtrain train-seq "$ce/final.pt" "$archives/train.h5" "$den/den.npz" "$model" \
       --valid "$archives/dev.h5" "${o[@]}"
 }
 

@@ -54,7 +54,8 @@ def test_mmi_raises_its_objective_and_keeps_a_decodable_model(trained, denlats, 
     assert new.layout == old.layout
     history = new.meta["sequence"]["history"]
     assert [row["epoch"] for row in history] == [0, 1, 2]
-    assert history[0]["mmi_objective"] == pytest.approx(before, rel=1e-5)
+    assert history[0]["diagnostic_objective"] == pytest.approx(before, rel=1e-5)
+    assert history[-1]["diagnostic_objective"] == pytest.approx(after, rel=1e-5)
     assert all("valid_loss" in row for row in history)
     _cli("decode", out / "final.pt", mini_lang_dec / "graph", dev, tmp_path / "dec", "--nj", "1", "--lmwt", "10")
     assert (tmp_path / "dec" / "hyp" / "10.txt").read_text()
@@ -111,8 +112,21 @@ def test_a_run_continued_after_an_epoch_ends_where_an_unbroken_one_does(trained,
     b = torch.load(tmp_path / "broken" / "final.pt", weights_only=True)
     for name, value in a["state_dict"].items():
         assert torch.equal(value, b["state_dict"][name]), name
-    assert [row["mmi_objective"] for row in a["meta"]["sequence"]["history"]] == \
-        [row["mmi_objective"] for row in b["meta"]["sequence"]["history"]]
+    assert [row["diagnostic_objective"] for row in a["meta"]["sequence"]["history"]] == \
+        [row["diagnostic_objective"] for row in b["meta"]["sequence"]["history"]]
     res = CliRunner().invoke(cli, ["train-seq", *map(str, args), str(tmp_path / "broken"), "--epochs", "3",
                                    "--lr", "0.01"])
     assert res.exit_code == 1 and "--lr 0.05 (now 0.01), --utts-per-step 2 (now 4)" in res.output, res.output
+
+
+def test_the_objective_is_measured_on_a_fixed_sample_whatever_the_seed(trained, denlats, tmp_path):
+    from asrtrain.train.sequence import SequenceTrainer
+    from asrtrain.train.sequence_config import SequenceConfig
+
+    final, _, _ = trained
+    train = final.parent / "train.h5"
+    one = SequenceTrainer(final, train, denlats, tmp_path / "a", SequenceConfig(diagnostic_utts=3, seed=0))
+    two = SequenceTrainer(final, train, denlats, tmp_path / "b", SequenceConfig(diagnostic_utts=3, seed=7))
+    assert len(one.diagnostic()) == 3 < len(one.utts)
+    assert one.diagnostic() == two.diagnostic() and set(one.diagnostic()) <= set(one.utts)
+    assert len(SequenceTrainer(final, train, denlats, tmp_path / "c", SequenceConfig()).diagnostic()) == len(one.utts)

@@ -177,6 +177,7 @@ def test_lfmmi_trains_the_network_further_and_decodes_both(tmp_path: Path) -> No
     seq = commands[2].split()
     assert seq[2:5] == [str(data / "archives/train.h5"), str(exp / "den/den.npz"), str(exp / "blstm_lfmmi")]
     assert seq[seq.index("--epochs") + 1] == "2" and seq[seq.index("--valid") + 1] == str(data / "archives/dev.h5")
+    assert seq[seq.index("--utts-per-step") + 1] == "8"   # as measured on speechocean762
     proc, commands = run_stages(tmp_path, 7, 7, "--lfmmi", "true")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     decodes = [c.split() for c in commands if c.startswith("decode ")]
