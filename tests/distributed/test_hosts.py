@@ -25,6 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from jobs import SSGD  # noqa: E402
 from netns import Hosts, torchrun, unavailable  # noqa: E402
 from test_mechanism import (
     test_ssgd_equals_one_learner_on_the_union_of_the_batches as ssgd_equals_one,  # noqa: E402
@@ -82,7 +83,7 @@ def test_learners_run_on_two_hosts_in_blocks(runs):
 def test_ssgd_across_hosts_equals_one_learner(runs, archives, tmp_path):
     recs = runs["ssgd"]
     assert len({r["host"] for r in recs}) == 2  # the learners compared really were on two hosts
-    ssgd_equals_one(runs, archives, tmp_path)  # step by step to 1e-5: its own assertions
+    ssgd_equals_one(runs, archives, tmp_path, "ssgd", SSGD)  # step by step to 1e-5: its own assertions
 
 
 @needs_hosts
