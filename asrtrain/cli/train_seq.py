@@ -41,11 +41,15 @@ _D = SequenceConfig()
               help="The objective is measured on a fixed sample of N utterances, before training and after each epoch.")
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Continue after the last whole epoch of a run killed in OUT (OUT/state.pt).")
+@click.option("--nproc", type=click.IntRange(1), default=1, show_default=True,
+              help="Local learners (SSGD: each takes a share of every step's utterances); under torchrun, "
+                   "mpiexec or srun the launcher's ranks are the learners.")
 @click.option("--device", default=None, help="torch device of the network [cuda when there is one].")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads [the cores this process may use].")
 @click.pass_context
 def train_seq(ctx: click.Context, model: Path, archive: Path, lattices: Path, out: Path, valid: Path | None,
-              resume: bool, device: str | None, threads: int | None, config: str | None, **options: object) -> None:
+              resume: bool, nproc: int, device: str | None, threads: int | None, config: str | None,
+              **options: object) -> None:
     """Train MODEL (a cross-entropy final.pt) further with MMI: ARCHIVE is its training archive
     (the reference pdfs are its targets), DENOMINATOR the decode dir (or its lat/) of
     `asrtrain decode MODEL GRAPH ARCHIVE DIR --lattices`, or a graph file of `asrtrain prepare
@@ -56,12 +60,17 @@ def train_seq(ctx: click.Context, model: Path, archive: Path, lattices: Path, ou
 
     from asrtrain.cli.options import resolved_params
     from asrtrain.core.runlog import command_run
-    from asrtrain.distributed.launch import set_threads
-    from asrtrain.train.sequence import SequenceTrainer
+    from asrtrain.distributed.launch import detect, set_threads
+    from asrtrain.train.sequence import run
 
     set_threads(1) if threads is None else torch.set_num_threads(threads)
     cfg = SequenceConfig(**options)  # type: ignore[arg-type]
+    args = (model, archive, lattices, out, cfg, valid, device, resume, threads, nproc)
+    place = detect()
+    if place is not None and place.rank != 0:   # other ranks of a launcher: rank 0 writes the run's files
+        run(*args)
+        return
     out.mkdir(parents=True, exist_ok=True)
-    with command_run("train-seq", out, resolved_params(ctx)):
-        final = SequenceTrainer(model, archive, lattices, out, cfg, valid, device).run(resume)
+    with command_run("train-seq", out, resolved_params(ctx)) as this_run:
+        final = run(*args, main_log=this_run.log_path)
     click.echo(f"{final}: {'lattice-free ' if lattices.is_file() else ''}MMI-trained from {model}")

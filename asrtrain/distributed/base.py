@@ -177,6 +177,11 @@ class Strategy:
         """Sum numbers over all learners (metrics); identity for one learner."""
         return list(values)
 
+    def sum_gradients(self, model: nn.Module) -> None:
+        """Sum every learner's gradients in place: SSGD for a loop that runs the network several
+        times before one backward (train-seq, a forward per utterance), where DDP cannot; one
+        learner: nothing to do."""
+
     def barrier(self) -> None:
         """Wait for every learner (used only outside the epoch's inner loop)."""
 

@@ -225,6 +225,22 @@ class DistributedStrategy(Strategy):
     def barrier(self) -> None:
         self.job.barrier()
 
+    def sum_gradients(self, model: nn.Module) -> None:
+        """One allreduce of every gradient, flattened, over the learners alive."""
+        import torch.distributed as dist
+        from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+        grads = []
+        for p in model.parameters():
+            if p.requires_grad:
+                if p.grad is None:   # a learner whose share of the step was empty
+                    p.grad = torch.zeros_like(p)
+                grads.append(p.grad)
+        flat = _flatten_dense_tensors(grads)
+        dist.all_reduce(flat, group=self.job.alive_group()[0])
+        for g, summed in zip(grads, _unflatten_dense_tensors(flat, grads), strict=True):
+            g.copy_(summed)
+
     @property
     def weights_agree(self) -> bool:
         """Whether every learner holds the same weights at an epoch's end (else each saves its own)."""

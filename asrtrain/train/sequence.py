@@ -10,8 +10,10 @@ and overfits small corpora), SGD with momentum. Each epoch writes ``epoch<N>.pt`
 ``final.pt``: the priors, layout and metadata of the model it started from) and its
 held-out frame figures, and ``state.pt`` (weights, momentum, torch's RNG, the history): a run
 killed mid-epoch starts again after its last whole epoch, and ends where an unbroken run would.
-``final.pt`` is the last epoch's. One learner: the lattices are per utterance, and the corpora
-this serves train in minutes.
+``final.pt`` is the last epoch's. Several learners (``--nproc``, or a launcher's ranks) are
+SSGD: each takes every W-th utterance of the step, the loss is divided by the step's frames over
+all of them and the gradients are summed (``Strategy.sum_gradients``), so W learners make the
+steps one learner makes; the main learner writes the models and the state.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import torch
 
 from asrtrain.core.atomic import atomic_path, write_text
 from asrtrain.core.errors import ConfigError, InputError
+from asrtrain.distributed.base import Strategy
 from asrtrain.train.sequence_config import SequenceConfig
 
 log = logging.getLogger("asrtrain.train")
@@ -124,7 +127,8 @@ class SequenceTrainer:
     """The state of one sequence-training run (model, data, optimiser) and its loop."""
 
     def __init__(self, model_path: Path, archive_path: Path, lat_dir: Path, out: Path,
-                 cfg: SequenceConfig, valid_path: Path | None = None, device: str | None = None) -> None:
+                 cfg: SequenceConfig, valid_path: Path | None = None, device: str | None = None,
+                 strategy: Strategy | None = None) -> None:
         from asrtrain.data.context import check_context
         from asrtrain.data.streams import model_input
         from asrtrain.decode.loglikes import decode_context, log_priors
@@ -133,7 +137,8 @@ class SequenceTrainer:
         from asrtrain.transcribe.network import pick_device
 
         cfg.check()
-        self.device = pick_device(device)
+        self.strategy = strategy or Strategy()
+        self.device = pick_device(device or (self.strategy.device if self.strategy.world_size > 1 else None))
         self.cfg, self.out, self.model_path = cfg, Path(out), Path(model_path)
         self.final = load_final(model_path)
         self.archive = open_archive(Path(archive_path), "training")
@@ -201,31 +206,39 @@ class SequenceTrainer:
                          "num_post": mmi.num_post * float(mmi.kept.sum()), "ce": float(ce.detach())})
         return torch.stack(losses).sum(), figs
 
+    def _share(self, utts: list[Any]) -> list[Any]:
+        """This learner's utterances of a step or sample: every W-th from its rank."""
+        return utts[self.strategy.rank::self.strategy.world_size]
+
     def epoch(self, n: int) -> dict[str, float]:
         """One pass over the utterances in a seeded order; the figures summed over it."""
         rng = np.random.default_rng(self.cfg.seed + n)
         order = rng.permutation(len(self.utts))[: self.cfg.max_utts]
-        sums = {"objective": 0.0, "frames": 0.0, "kept": 0.0, "num_post": 0.0, "ce": 0.0}
+        sums = dict.fromkeys(("objective", "frames", "kept", "num_post", "ce"), 0.0)
         self.model.train()
         start, shown = time.monotonic(), time.monotonic()
         for i in range(0, len(order), self.cfg.utts_per_step):
             group = [self.utts[k] for k in order[i:i + self.cfg.utts_per_step]]
             self.opt.zero_grad(set_to_none=True)
-            loss, group_figs = self._group_loss(group)
-            frames = sum(f["frames"] for f in group_figs)
+            share = self._share(group)
+            loss, group_figs = self._group_loss(share) if share else (None, [])
+            mine = sum(f["frames"] for f in group_figs)
             for figs in group_figs:
                 for k, v in figs.items():
                     sums[k] += v
-            total = loss / frames
-            if not torch.isfinite(total):
+            frames, summed = self.strategy.all_sum([mine, float(loss.detach()) if loss is not None else 0.0])
+            if not math.isfinite(summed):
                 raise InputError(f"a non-finite MMI loss at utterances {[u for u, _ in group]}")
-            total.backward()
+            if loss is not None:
+                (loss / frames).backward()
+            self.strategy.sum_gradients(self.model)
             self.opt.step()
-            if time.monotonic() - shown > 30:
+            if time.monotonic() - shown > 30 and self.strategy.is_main:
                 shown = time.monotonic()
                 log.info("sequence epoch %d: %d/%d utterances in %.0fs, objective %.4f a frame", n,
                          min(i + len(group), len(order)), len(order), shown - start,
                          sums["objective"] / max(sums["frames"], 1))
+        sums = dict(zip(sums, self.strategy.all_sum(list(sums.values())), strict=True))
         frames = max(sums["frames"], 1.0)
         return {"epoch": n, "mmi_objective": sums["objective"] / frames, "train_ce": sums["ce"] / frames,
                 "kept_frames": sums["kept"] / frames, "ref_den_posterior": sums["num_post"] / max(sums["kept"], 1),
@@ -242,17 +255,19 @@ class SequenceTrainer:
     def objective(self) -> float:
         """The MMI objective a frame of the model as it is on the diagnostic sample (no update)."""
         total, frames = 0.0, 0.0
-        utts = self.diagnostic()
+        utts = self._share(self.diagnostic())
         self.model.eval()
         with torch.no_grad():
             for i in range(0, len(utts), self.cfg.utts_per_step):
                 for figs in self._group_loss(utts[i:i + self.cfg.utts_per_step])[1]:
                     total, frames = total + figs["objective"], frames + figs["frames"]
+        total, frames = self.strategy.all_sum([total, frames])
         return total / max(frames, 1.0)
 
     def held_out(self) -> dict[str, float]:
-        """The held-out frame loss and accuracy against the archive's targets (empty without one)."""
-        if self.valid is None:
+        """The held-out frame loss and accuracy against the archive's targets (empty without one,
+        and on every learner but the main one: only its history is written)."""
+        if self.valid is None or not self.strategy.is_main:
             return {}
         from asrtrain.data.context import with_context
         from asrtrain.train.validate import evaluate, figures
@@ -302,10 +317,13 @@ class SequenceTrainer:
         torch.set_rng_state(state["rng"])
         return int(state["epoch"]), list(state["history"])
 
-    def run(self, resume: bool = True) -> Path:
+    def run(self, resume: bool = True) -> Path | None:
+        """Every epoch left; the main learner returns ``final.pt``, the others ``None``."""
+        main = self.strategy.is_main
         self.out.mkdir(parents=True, exist_ok=True)
-        if not resume:
+        if not resume and main:
             (self.out / STATE).unlink(missing_ok=True)
+        self.strategy.barrier()   # no learner reads a state the main one is removing
         resumed = self._resume()
         if resumed:
             done, history = resumed
@@ -324,8 +342,11 @@ class SequenceTrainer:
                      row["ref_den_posterior"], row["frames_per_second"], _held_out_text(row))
             if not math.isfinite(row["mmi_objective"]):
                 raise InputError("the MMI objective is not finite: lower --lr", self.out)
-            self.save(self.out / f"epoch{n}.pt", history)
-            self._save_state(n, history)
+            if main:
+                self.save(self.out / f"epoch{n}.pt", history)
+                self._save_state(n, history)
+        if not main:
+            return None
         write_text(self.out / "history.json", json.dumps(history, indent=1) + "\n")
         return self.save(self.out / "final.pt", history)
 
@@ -334,3 +355,29 @@ def _held_out_text(row: dict[str, Any]) -> str:
     if "valid_loss" not in row:
         return "no held-out set"
     return f"held-out loss {row['valid_loss']:.4f} acc {100 * row['valid_acc']:.1f}%"
+
+
+def learner(strategy: Strategy, model: Path, archive: Path, lattices: Path, out: Path, cfg: SequenceConfig,
+            valid: Path | None, device: str | None, resume: bool, threads: int | None) -> Path | None:
+    """One learner's part of ``train-seq`` (module level: it crosses to spawned workers)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return SequenceTrainer(model, archive, lattices, out, cfg, valid, device, strategy).run(resume)
+
+
+def run(model: Path, archive: Path, lattices: Path, out: Path, cfg: SequenceConfig, valid: Path | None = None,
+        device: str | None = None, resume: bool = True, threads: int | None = None, nproc: int = 1,
+        main_log: Path | None = None) -> Path | None:
+    """``train-seq`` on one learner, ``nproc`` local ones, or the ranks a launcher (torchrun,
+    mpiexec, srun) started: SSGD whenever there are several. Rank 0's ``final.pt``."""
+    from asrtrain.distributed.config import DistConfig
+    from asrtrain.distributed.entry import run_job
+    from asrtrain.distributed.launch import detect
+    from asrtrain.distributed.logs import parent_spec
+
+    place = detect()
+    world = place.world_size if place is not None else nproc
+    dist_cfg = DistConfig(strategy="ssgd" if world > 1 else "single", nproc=nproc)
+    logs = parent_spec(out / "log", main_log) if dist_cfg.distributed else None
+    return run_job(learner, dist_cfg, model, archive, lattices, out, cfg, valid, device, resume, threads,
+                   seed=cfg.seed, logs=logs)

@@ -129,3 +129,29 @@ def test_a_graph_of_another_tree_is_refused(trained, den_graph, tmp_path):
                                    str(tmp_path / "o")])
     assert res.exit_code == 1 and "0123456789abcdef" in res.output and str(other) in res.output, res.output
     assert not (tmp_path / "o" / "final.pt").exists()
+
+
+def test_two_learners_take_the_steps_one_learner_takes(trained, den_graph, tmp_path):
+    """SSGD in train-seq: each learner a share of every step's utterances, the gradients summed
+    and the loss divided by the step's frames over both; the models end where one learner's does
+    (up to the float order of the sums) and the learners' logs are written."""
+    import torch
+
+    final, _, _ = trained
+    train = final.parent / "train.h5"
+    opts = ["--epochs", "2", "--lr", "0.5", "--utts-per-step", "3", "--threads", "1", "--diagnostic-utts", "5"]
+    _cli("train-seq", final, train, den_graph, tmp_path / "one", *opts)
+    printed = _cli("train-seq", final, train, den_graph, tmp_path / "two", *opts, "--nproc", "2")
+    assert "lattice-free MMI-trained" in printed
+    a = torch.load(tmp_path / "one" / "final.pt", weights_only=True)
+    b = torch.load(tmp_path / "two" / "final.pt", weights_only=True)
+    moved = 0.0
+    start = torch.load(final, weights_only=True)["state_dict"]
+    for name, value in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][name], value, rtol=1e-4, atol=1e-5)
+        moved = max(moved, float((value.float() - start[name].float()).abs().max()))
+    assert moved > 1e-3   # the steps did move the weights
+    objective = [[row["diagnostic_objective"] for row in m["meta"]["sequence"]["history"]] for m in (a, b)]
+    np.testing.assert_allclose(objective[1], objective[0], rtol=1e-4)
+    assert sorted(p.name for p in (tmp_path / "two" / "log").glob("*rank*")) == \
+        ["train.rank0.log", "train.rank1.log"]
