@@ -34,6 +34,11 @@ class DenMatrices:
     final: torch.Tensor      # [S, 1]
     num_pdfs: int
 
+    def to(self, device: str | torch.device) -> DenMatrices:
+        """The same graph on ``device``: on a GPU the recursions run there (cuSPARSE's CSR product)."""
+        move = {k: getattr(self, k).to(device) for k in ("forward", "backward", "pdf", "initial", "final")}
+        return DenMatrices(**move, num_pdfs=self.num_pdfs)
+
     @classmethod
     def of(cls, graph: DenGraph, num_pdfs: int) -> DenMatrices:
         size = graph.num_states
@@ -58,15 +63,15 @@ def den_posteriors(den: DenMatrices, scores: list[np.ndarray]) -> list[tuple[np.
     scaled by κ, computed together. Raises ValueError naming the utterance's index when no
     path of the graph survives its length."""
     lengths = [int(y.shape[0]) for y in scores]
-    t_max, batch = max(lengths), len(scores)
-    y = torch.zeros(t_max, batch, den.num_pdfs)
+    t_max, batch, dev = max(lengths), len(scores), den.pdf.device
+    y = torch.zeros(t_max, batch, den.num_pdfs, device=dev)
     for b, sc in enumerate(scores):
-        y[:lengths[b], b] = torch.from_numpy(np.asarray(sc, dtype=np.float32))
+        y[:lengths[b], b] = torch.from_numpy(np.asarray(sc, dtype=np.float32)).to(dev)
     shift = y.max(dim=2, keepdim=True).values
     emit = torch.exp(y - shift)[:, :, den.pdf].transpose(1, 2).contiguous()   # [T, S, B]
     alpha, logc = _forward(den, emit)
-    last = torch.tensor(lengths) - 1
-    z = (alpha[last, :, torch.arange(batch)] * den.final.T).sum(1)            # [B]
+    last = torch.tensor(lengths, device=dev) - 1
+    z = (alpha[last, :, torch.arange(batch, device=dev)] * den.final.T).sum(1)   # [B]
     for b in range(batch):
         if not z[b] > 0:
             raise ValueError(f"utterance {b} of the step: no path of the denominator graph "
@@ -75,14 +80,14 @@ def den_posteriors(den: DenMatrices, scores: list[np.ndarray]) -> list[tuple[np.
     out = []
     for b, n in enumerate(lengths):
         total = float(logc[:n, b].double().sum() + shift[:n, b].double().sum() + torch.log(z[b]).double())
-        out.append((post[:n, b].numpy(), total))
+        out.append((post[:n, b].cpu().numpy(), total))
     return out
 
 
 def _forward(den: DenMatrices, emit: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """α̂ [T, S, B], each frame scaled to sum 1, and the log scales [T, B]."""
     alpha = torch.empty_like(emit)
-    logc = torch.empty(emit.shape[0], emit.shape[2])
+    logc = torch.empty(emit.shape[0], emit.shape[2], device=emit.device)
     a = den.initial * emit[0]
     for t in range(emit.shape[0]):
         if t:
@@ -100,8 +105,8 @@ def _backward(den: DenMatrices, emit: torch.Tensor, alpha: torch.Tensor, logc: t
               last: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     """The pdf posteriors [T, B, P]: β̂ from each utterance's last frame back, γ = α̂ β̂."""
     t_max, size, batch = emit.shape
-    post = torch.zeros(t_max, batch, den.num_pdfs)
-    b = torch.zeros(size, batch)
+    post = torch.zeros(t_max, batch, den.num_pdfs, device=emit.device)
+    b = torch.zeros(size, batch, device=emit.device)
     end = den.final / z                                   # [S, B]
     for t in range(t_max - 1, -1, -1):
         if t < t_max - 1:

@@ -154,7 +154,7 @@ class SequenceTrainer:
         self.lattices: dict[str, Any] = {}
         self.den: Any = None
         if Path(lat_dir).is_file():   # a denominator graph (prepare den-graph): lattice-free
-            self.den = open_den_graph(Path(lat_dir), self.archive, self.final.config.num_pdfs)
+            self.den = open_den_graph(Path(lat_dir), self.archive, self.final.config.num_pdfs).to(self.device)
             self.utts = [(u, (f, n, t)) for u, f, n, t in self.archive.utterances]
         else:
             self.utts = self._lattice_utts(Path(lat_dir))

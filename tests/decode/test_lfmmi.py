@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 
 from asrtrain.cli.main import cli
@@ -155,3 +156,15 @@ def test_two_learners_take_the_steps_one_learner_takes(trained, den_graph, tmp_p
     np.testing.assert_allclose(objective[1], objective[0], rtol=1e-4)
     assert sorted(p.name for p in (tmp_path / "two" / "log").glob("*rank*")) == \
         ["train.rank0.log", "train.rank1.log"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the denominator on cuda")
+def test_the_denominator_on_the_gpu_matches_the_cpu():
+    graph = _small_graph()
+    rng = np.random.default_rng(3)
+    scores = [rng.normal(size=(n, 3)).astype(np.float32) for n in (5, 3)]
+    cpu = den_posteriors(DenMatrices.of(graph, 3), scores)
+    gpu = den_posteriors(DenMatrices.of(graph, 3).to("cuda"), scores)
+    for (pc, zc), (pg, zg) in zip(cpu, gpu, strict=True):
+        np.testing.assert_allclose(pg, pc, rtol=1e-4, atol=1e-6)
+        assert zg == pytest.approx(zc, rel=1e-5)
