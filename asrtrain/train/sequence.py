@@ -265,16 +265,17 @@ class SequenceTrainer:
         return total / max(frames, 1.0)
 
     def held_out(self) -> dict[str, float]:
-        """The held-out frame loss and accuracy against the archive's targets (empty without one,
-        and on every learner but the main one: only its history is written)."""
-        if self.valid is None or not self.strategy.is_main:
+        """The held-out frame loss and accuracy against the archive's targets (empty without one);
+        each learner scores a share of its batches, summed."""
+        if self.valid is None:
             return {}
         from asrtrain.data.context import with_context
         from asrtrain.train.validate import evaluate, figures
 
         sel = self.input.on(self.valid, "held-out")
-        return figures(evaluate(self.model, with_context(self.valid, self.context), 64,
-                                self.device, None, columns=sel.index))
+        s = self.strategy
+        return figures(s.all_sum(evaluate(self.model, with_context(self.valid, self.context), 64, self.device,
+                                          None, s.rank, s.world_size, columns=sel.index)))
 
     def save(self, path: Path, history: list[dict[str, Any]]) -> Path:
         from asrtrain.model.io import save_final

@@ -140,7 +140,8 @@ def test_two_learners_take_the_steps_one_learner_takes(trained, den_graph, tmp_p
 
     final, _, _ = trained
     train = final.parent / "train.h5"
-    opts = ["--epochs", "2", "--lr", "0.5", "--utts-per-step", "3", "--threads", "1", "--diagnostic-utts", "5"]
+    opts = ["--epochs", "2", "--lr", "0.5", "--utts-per-step", "3", "--threads", "1", "--diagnostic-utts", "5",
+            "--valid", train]
     _cli("train-seq", final, train, den_graph, tmp_path / "one", *opts)
     printed = _cli("train-seq", final, train, den_graph, tmp_path / "two", *opts, "--nproc", "2")
     assert "lattice-free MMI-trained" in printed
@@ -152,8 +153,9 @@ def test_two_learners_take_the_steps_one_learner_takes(trained, den_graph, tmp_p
         torch.testing.assert_close(b["state_dict"][name], value, rtol=1e-4, atol=1e-5)
         moved = max(moved, float((value.float() - start[name].float()).abs().max()))
     assert moved > 1e-3   # the steps did move the weights
-    objective = [[row["diagnostic_objective"] for row in m["meta"]["sequence"]["history"]] for m in (a, b)]
-    np.testing.assert_allclose(objective[1], objective[0], rtol=1e-4)
+    for key in ("diagnostic_objective", "valid_loss", "valid_acc"):   # held-out: each learner a share
+        one, two = ([row[key] for row in m["meta"]["sequence"]["history"]] for m in (a, b))
+        np.testing.assert_allclose(two, one, rtol=1e-4)
     assert sorted(p.name for p in (tmp_path / "two" / "log").glob("*rank*")) == \
         ["train.rank0.log", "train.rank1.log"]
 
