@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -41,4 +42,4 @@ def sizes(feats_dir: Path, lm_text: Path | None, chunk: int | None) -> None:
 
     gpus = local_gpus()
     click.echo(f"# learners for this machine ({gpus} GPUs)")
-    click.echo(shell_lines(learners_for(gpus)), nl=False)
+    click.echo(shell_lines(learners_for(gpus, len(os.sched_getaffinity(0)))), nl=False)

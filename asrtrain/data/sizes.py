@@ -90,7 +90,13 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   45.93 and 46.53% (the rule gives 2,160 there), the SAT rung's own 1,080 (``aligner``, Kaldi's
   nnet recipes' way) 48.85 and 48.51%, a 720-pdf count tree 51.08 and 52.06% (the SAT GMM
   53.38%): the aligner's leaves are sized for Gaussians (900 frames each), the network shares
-  its parameters across pdfs. Not measured on the 40-minute cut (250 leaves, 500 for the network).
+  its parameters across pdfs. Not measured on the 40-minute cut (250 leaves, 500 for the network);
+- sequence training (``lfmmi``): from ``LFMMI_HOURS`` (2 h) on, two epochs of lattice-free MMI
+  after the cross-entropy (recipes' stage train,realign,lfmmi: ``prepare den-graph`` and
+  ``train-seq``). Measured on speechocean762's 2.7 h (the rule's network and tree, test500 at the
+  dev pick, seeds 0 and 1): 45.93 → 45.08% and 46.53 → 45.90%, dev 48.23 → 47.64 and 48.43 →
+  47.54, small and of one sign on both seeds, both epochs, dev and test; on the 40-minute cut
+  72.87 → 72.38 and 72.14 → 72.26%, inside that cut's noise, so it stays off below.
 """
 
 from __future__ import annotations
@@ -110,6 +116,11 @@ ADAPT_STREAMS_HOURS = 20.0
 #: Fewest frames of training speech a tree leaf and a Gaussian of the alignment ladder get.
 FRAMES_PER_LEAF = 900
 FRAMES_PER_GAUSSIAN = 150
+#: Hours of training speech from which the recipes add lattice-free MMI after the cross-entropy.
+LFMMI_HOURS = 2.0
+#: Whole utterances a lattice-free MMI step sums over (speechocean762's runs; train-seq's learners
+#: each take a share of them, so more learners than this would idle).
+LFMMI_UTTS_PER_STEP = 8
 #: The network's question tree (below 20 h) has this many leaves for each of the aligner's.
 NETWORK_LEAVES_PER_ALI_LEAF = 2
 #: Fewest optimizer steps an epoch that the batch rule allows, down to ``MIN_BATCH``.
@@ -162,17 +173,24 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
         "streams": "fmllr,logmel" if h < ADAPT_STREAMS_HOURS else "fmllr,ivector,logmel",
         "fmllr_source": "sat" if h < ADAPT_STREAMS_HOURS else "global",
         "hybrid_tree": "questions" if medium else "counts",
+        "lfmmi": "true" if h >= LFMMI_HOURS else "false",
+        "lfmmi_utts_per_step": LFMMI_UTTS_PER_STEP,
     }
     if lm_tokens is not None:
         sizes["lm_order"] = 2 if lm_tokens < 20_000 else 3 if lm_tokens < 2_000_000 else 4
     return sizes
 
 
-def learners_for(gpus: int) -> dict[str, int | str]:
-    """``strategy`` and ``nproc`` for training on a machine with ``gpus`` GPUs (0: CPUs only)."""
+def learners_for(gpus: int, cores: int = 1) -> dict[str, int | str]:
+    """``strategy`` and ``nproc`` for training on a machine with ``gpus`` GPUs (0: CPUs only), and
+    ``lfmmi_nproc``, train-seq's learners: one a GPU, or on CPUs one a core up to a step's
+    utterances (the denominator's sparse products gain little from threads: on 2 cores an epoch
+    of speechocean762's LF-MMI ran at 1,764 frames/s on two learners, 1,550 on one learner with
+    both threads, 990 on one thread; ``scripts/bench_lfmmi.py``)."""
+    seq = gpus if gpus >= 1 else max(1, min(cores, LFMMI_UTTS_PER_STEP))
     if gpus >= 2:
-        return {"strategy": "ssgd", "nproc": gpus}
-    return {"strategy": "single", "nproc": 1}
+        return {"strategy": "ssgd", "nproc": gpus, "lfmmi_nproc": seq}
+    return {"strategy": "single", "nproc": 1, "lfmmi_nproc": seq}
 
 
 def count_frames(feats_dir: Path) -> tuple[int, int]:

@@ -90,11 +90,13 @@ graph_dir=${graph_dir-}             # empty: $lang/graph
 realign=${realign-false}
 # true: the trained network (the second, with --realign true) trains lfmmi_epochs more with
 # lattice-free MMI (prepare den-graph + train-seq, Kaldi's chain denominator) into <model>_lfmmi,
-# the model decode, score and export take; the cross-entropy one is decoded and scored beside it
+# the model decode, score and export take; the cross-entropy one is decoded and scored beside it;
+# auto: the sizes rule's (from 2 h of training speech)
 lfmmi=${lfmmi-false}
 lfmmi_epochs=${lfmmi_epochs-2}
 lfmmi_lr=${lfmmi_lr-0.01}
-lfmmi_utts_per_step=${lfmmi_utts_per_step-8}   # the whole utterances of a step (speechocean762's runs)
+lfmmi_utts_per_step=${lfmmi_utts_per_step-auto}   # the whole utterances of a step (auto: the sizes rule's)
+lfmmi_nproc=${lfmmi_nproc-auto}   # train-seq's learners (auto: a GPU each, or a core each up to a step's utterances)
 # --- GMM baselines (Kaldi's RESULTS rungs): a graph per tree, dev and test decoded with
 # lattices, SAT in two passes (fMLLR from the LDA+MLLT pass); auto: every rung of ali_stages
 gmm_rungs=${gmm_rungs-none}
@@ -166,7 +168,7 @@ case "$lattices" in true|false) ;; *) die "--lattices must be true or false, got
 case "$fmllr_source" in global|sat|auto) ;; *) die "--fmllr-source must be global or sat" ;; esac
 case "$alignments" in exact|learned) ;; *) die "--alignments must be exact or learned" ;; esac
 case "$realign" in true|false) ;; *) die "--realign must be true or false, got '$realign'" ;; esac
-case "$lfmmi" in true|false) ;; *) die "--lfmmi must be true or false, got '$lfmmi'" ;; esac
+case "$lfmmi" in true|false|auto) ;; *) die "--lfmmi must be true, false or auto, got '$lfmmi'" ;; esac
 : "${feat_nj:=$nj}" "${decode_nj:=$nj}" "${ali_nj:=$nj}" "${ali_job_cmd:=$align_cmd}"
 : "${adapt_nj:=$ali_nj}" "${adapt_job_cmd:=$ali_job_cmd}"
 
@@ -196,7 +198,7 @@ took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_
 
 size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr lr_schedule
             ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc plateau_stop select
-            hybrid_tree"
+            hybrid_tree lfmmi lfmmi_utts_per_step lfmmi_nproc"
 hybrid_tree_asked=$hybrid_tree   # what the user passed (auto: the rule's, see apply_sizes)
 apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, from stage features)
   local name value
@@ -459,8 +461,9 @@ hybrid_lfmmi() {   # (stage train,realign,lfmmi) the network trained further wit
   opts o --epochs:lfmmi_epochs --lr:lfmmi_lr --utts-per-step:lfmmi_utts_per_step
   local ce=$model; use_lfmmi
   done_or_run lfmmi "$model" \
-    env -u OMP_NUM_THREADS asrtrain train-seq "$ce/final.pt" "$archives/train.h5" "$den/den.npz" "$model" \
-      --valid "$archives/dev.h5" "${o[@]}"
+    env -u OMP_NUM_THREADS $train_cmd --nproc "$lfmmi_nproc" "$model/log/run.log" \
+      asrtrain train-seq "$ce/final.pt" "$archives/train.h5" "$den/den.npz" "$model" \
+        --valid "$archives/dev.h5" --nproc "$lfmmi_nproc" "${o[@]}"
 }
 
 hybrid_decode() {

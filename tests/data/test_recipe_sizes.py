@@ -12,6 +12,7 @@ from asrtrain.data.sizes import (
     FRAMES_PER_GAUSSIAN,
     FRAMES_PER_HOUR,
     FRAMES_PER_LEAF,
+    LFMMI_UTTS_PER_STEP,
     MIN_BATCH,
     MIN_STEPS_PER_EPOCH,
     count_frames,
@@ -61,6 +62,9 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     assert [s["plateau_stop"] for s in sizes] == [3] * 3 + [""] * 2   # early stopping with the plateau only
     # the last 3 epochs averaged below 20 h (measured on speechocean762's cut), the best epoch beyond
     assert [s["select"] for s in sizes] == ["average:3"] * 3 + ["best"] * 2
+    # lattice-free MMI from 2 h (speechocean762's 2.7 h gained on both seeds; its 40-minute cut: noise)
+    assert [s["lfmmi"] for s in sizes] == ["false"] * 2 + ["true"] * 3
+    assert cut["lfmmi"] == "false" and recipe_sizes(162 * FRAMES_PER_HOUR // 60)["lfmmi"] == "true"
 
 
 def test_small_corpora_get_a_batch_that_leaves_enough_steps_an_epoch() -> None:
@@ -104,8 +108,11 @@ def test_frames_come_from_utt2num_frames_and_bad_lines_are_named(tmp_path: Path)
 
 
 def test_learners_one_on_cpus_or_one_gpu_ssgd_over_several() -> None:
-    assert learners_for(0) == learners_for(1) == {"strategy": "single", "nproc": 1}
-    assert learners_for(8) == {"strategy": "ssgd", "nproc": 8}
+    assert learners_for(0) == learners_for(0, 1) == {"strategy": "single", "nproc": 1, "lfmmi_nproc": 1}
+    assert learners_for(1, 16) == {"strategy": "single", "nproc": 1, "lfmmi_nproc": 1}
+    assert learners_for(8, 64) == {"strategy": "ssgd", "nproc": 8, "lfmmi_nproc": 8}
+    # train-seq on CPUs: a learner a core, no more than a step's utterances
+    assert learners_for(0, 2)["lfmmi_nproc"] == 2 and learners_for(0, 64)["lfmmi_nproc"] == LFMMI_UTTS_PER_STEP
 
 
 def test_prepare_sizes_prints_lines_a_recipe_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

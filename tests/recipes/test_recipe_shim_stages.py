@@ -47,9 +47,12 @@ ivector_dim=100
 streams=logmel
 fmllr_source=global
 hybrid_tree=questions
+lfmmi=false
+lfmmi_utts_per_step=8
 lm_order=2
 strategy=single
 nproc=1
+lfmmi_nproc=2
 """
 
 
@@ -177,7 +180,8 @@ def test_lfmmi_trains_the_network_further_and_decodes_both(tmp_path: Path) -> No
     seq = commands[2].split()
     assert seq[2:5] == [str(data / "archives/train.h5"), str(exp / "den/den.npz"), str(exp / "blstm_lfmmi")]
     assert seq[seq.index("--epochs") + 1] == "2" and seq[seq.index("--valid") + 1] == str(data / "archives/dev.h5")
-    assert seq[seq.index("--utts-per-step") + 1] == "8"   # as measured on speechocean762
+    assert seq[seq.index("--utts-per-step") + 1] == "8"   # the sizes rule's (as measured on speechocean762)
+    assert seq[seq.index("--nproc") + 1] == "2"   # the rule's learners for this machine
     proc, commands = run_stages(tmp_path, 7, 7, "--lfmmi", "true")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     decodes = [c.split() for c in commands if c.startswith("decode ")]
@@ -194,3 +198,19 @@ def test_lfmmi_after_realign_starts_from_the_second_network(tmp_path: Path) -> N
     seq = commands[-1].split()
     assert seq[:3] == ["train-seq", str(exp / "blstm_nnet/final.pt"), str(data / "archives_nnet/train.h5")]
     assert seq[4] == str(exp / "blstm_nnet_lfmmi")
+
+
+def test_the_sizes_rule_turns_lfmmi_on(tmp_path: Path) -> None:
+    """recipes/custom's --lfmmi auto takes the rule's value from data/sizes.sh (true from 2 h)."""
+    proc, commands = run_stages(tmp_path, 6, 6)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert not any(c.startswith(("prepare den-graph", "train-seq")) for c in commands)   # the SIZES: false
+    sizes = tmp_path / "data" / "sizes.sh"
+    sizes.write_text(sizes.read_text().replace("lfmmi=false", "lfmmi=true"))
+    proc, commands = run_stages(tmp_path, 6, 6)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert [" ".join(c.split()[:2]) for c in commands][-2:] == [
+        "prepare den-graph", "train-seq " + str(tmp_path / "exp/blstm/final.pt")]
+    sizes.write_text(sizes.read_text().replace("lfmmi=true\n", ""))   # a sizes.sh of before the rule
+    proc, _ = run_stages(tmp_path, 6, 6)
+    assert proc.returncode != 0 and "--lfmmi is auto" in proc.stderr
