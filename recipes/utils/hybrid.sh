@@ -198,7 +198,8 @@ took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_
 
 size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr lr_schedule
             ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc plateau_stop select
-            hybrid_tree lfmmi lfmmi_utts_per_step lfmmi_nproc"
+            hybrid_tree lfmmi"
+lfmmi_sizes="lfmmi_utts_per_step lfmmi_nproc"   # the rule's too, needed only where lfmmi is not false
 hybrid_tree_asked=$hybrid_tree   # what the user passed (auto: the rule's, see apply_sizes)
 apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, from stage features)
   local name value
@@ -248,7 +249,9 @@ hybrid_features() {
           "${t[@]}" "${o[@]}"
     done
   done
-  for n in $size_names streams fmllr_source; do if [ "${!n}" = auto ]; then auto=true; fi; done
+  for n in $size_names streams fmllr_source $([ "$lfmmi" = false ] || echo "$lfmmi_sizes"); do
+    if [ "${!n}" = auto ]; then auto=true; fi
+  done
   if [ "$auto" = true ]; then
     opts o --chunk:chunk
     asrtrain prepare sizes "$data/mfcc/train" --lm-text "$lm_text" "${o[@]}" > "$data/sizes.sh.tmp"
@@ -454,7 +457,10 @@ use_lfmmi() {   # the lattice-free MMI network: what decode, score and export re
 
 hybrid_lfmmi() {   # (stage train,realign,lfmmi) the network trained further with lattice-free MMI
   [ "$lfmmi" = true ] || return 0
-  local from=$ali den=$exp/den o=()
+  local from=$ali den=$exp/den o=() n
+  for n in $lfmmi_sizes; do
+    [ "${!n}" != auto ] || die "--${n//_/-} is auto and $data/sizes.sh has no value for it: run stage 1 (features)"
+  done
   if [ "$realign" = true ]; then from=$exp/ali_nnet den=$exp/den_nnet; fi
   echo "=== stage $1: lattice-free MMI, $lfmmi_epochs epochs from $model/final.pt (denominator: the phone trigrams of $from on $lang's tree)"
   done_or_run den-graph "$den" asrtrain prepare den-graph "$lang" "$from" "$den/den.npz"

@@ -214,3 +214,6 @@ def test_the_sizes_rule_turns_lfmmi_on(tmp_path: Path) -> None:
     sizes.write_text(sizes.read_text().replace("lfmmi=true\n", ""))   # a sizes.sh of before the rule
     proc, _ = run_stages(tmp_path, 6, 6)
     assert proc.returncode != 0 and "--lfmmi is auto" in proc.stderr
+    sizes.write_text(sizes.read_text().replace("lfmmi_nproc=2\n", "") + "lfmmi=true\n")
+    proc, _ = run_stages(tmp_path, 6, 6)   # the lfmmi stage again: its learners unknown
+    assert proc.returncode != 0 and "--lfmmi-nproc is auto" in proc.stderr
