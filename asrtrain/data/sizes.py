@@ -95,8 +95,9 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   after the cross-entropy (recipes' stage train,realign,lfmmi: ``prepare den-graph`` and
   ``train-seq``). Measured on speechocean762's 2.7 h (the rule's network and tree, test500 at the
   dev pick, seeds 0 and 1): 45.93 → 45.08% and 46.53 → 45.90%, dev 48.23 → 47.64 and 48.43 →
-  47.54, small and of one sign on both seeds, both epochs, dev and test; on the 40-minute cut
-  72.87 → 72.38 and 72.14 → 72.26%, inside that cut's noise, so it stays off below.
+  47.54, small and of one sign on both seeds, both epochs, dev and test; the whole recipe from
+  the WAVs on another ladder 47.53 → 46.15% (dev 45.87 both); on the 40-minute cut 72.87 →
+  72.38 and 72.14 → 72.26%, inside that cut's noise, so it stays off below.
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
 def learners_for(gpus: int, cores: int = 1) -> dict[str, int | str]:
     """``strategy`` and ``nproc`` for training on a machine with ``gpus`` GPUs (0: CPUs only), and
     ``lfmmi_nproc``, train-seq's learners: one a GPU, or on CPUs one a core up to a step's
-    utterances (the denominator's sparse products gain little from threads: on 2 cores an epoch
+    utterances (the denominator's sparse products gain less from threads than from learners: on 2 cores an epoch
     of speechocean762's LF-MMI ran at 1,764 frames/s on two learners, 1,550 on one learner with
     both threads, 990 on one thread; ``scripts/bench_lfmmi.py``)."""
     seq = gpus if gpus >= 1 else max(1, min(cores, LFMMI_UTTS_PER_STEP))
