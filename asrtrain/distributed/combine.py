@@ -36,18 +36,37 @@ def broadcast_weights(model: nn.Module, own_weights: bool) -> None:
             dist.broadcast(t.data, src=0)
 
 
-def average_weights(model: nn.Module, group: Any, count: int) -> None:
-    """Replace the weights by their mean over ``group`` (``count`` learners; ``None``: all)."""
+def _all_reduce_flat(tensors: list[torch.Tensor], group: Any, divide: float = 1.0) -> None:
+    """Each tensor replaced by its sum over ``group`` divided by ``divide``, in one allreduce."""
     import torch.distributed as dist
 
     with torch.no_grad():
-        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        flat = torch.cat([t.detach().reshape(-1) for t in tensors])
         dist.all_reduce(flat, group=group)
-        flat /= count
+        if divide != 1.0:
+            flat /= divide
         offset = 0
-        for p in model.parameters():
-            p.copy_(flat[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
+        for t in tensors:
+            t.copy_(flat[offset:offset + t.numel()].view_as(t))
+            offset += t.numel()
+
+
+def average_weights(model: nn.Module, group: Any, count: int) -> None:
+    """Replace the weights by their mean over ``group`` (``count`` learners; ``None``: all)."""
+    _all_reduce_flat(list(model.parameters()), group, count)
+
+
+def sum_gradients(model: nn.Module, group: Any) -> None:
+    """Replace the gradients by their sum over ``group``: SSGD where DDP cannot be used (a loop
+    that runs the network several times before one backward); a learner whose share of the step
+    was empty takes part with zeros."""
+    grads = []
+    for p in model.parameters():
+        if p.requires_grad:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            grads.append(p.grad)
+    _all_reduce_flat(grads, group)
 
 
 class GradientCombiner:

@@ -27,7 +27,12 @@ from torch import nn
 
 from asrtrain.core.errors import ConfigError
 from asrtrain.distributed.base import Batches, Strategy
-from asrtrain.distributed.combine import GradientCombiner, average_weights, broadcast_weights
+from asrtrain.distributed.combine import (
+    GradientCombiner,
+    average_weights,
+    broadcast_weights,
+    sum_gradients,
+)
 from asrtrain.distributed.config import DistConfig
 from asrtrain.distributed.coordination import JobCoordination
 from asrtrain.distributed.feed import WorkFeed
@@ -226,20 +231,8 @@ class DistributedStrategy(Strategy):
         self.job.barrier()
 
     def sum_gradients(self, model: nn.Module) -> None:
-        """One allreduce of every gradient, flattened, over the learners alive."""
-        import torch.distributed as dist
-        from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
-
-        grads = []
-        for p in model.parameters():
-            if p.requires_grad:
-                if p.grad is None:   # a learner whose share of the step was empty
-                    p.grad = torch.zeros_like(p)
-                grads.append(p.grad)
-        flat = _flatten_dense_tensors(grads)
-        dist.all_reduce(flat, group=self.job.alive_group()[0])
-        for g, summed in zip(grads, _unflatten_dense_tensors(flat, grads), strict=True):
-            g.copy_(summed)
+        """One allreduce of every gradient over the learners alive."""
+        sum_gradients(model, self.job.alive_group()[0])
 
     @property
     def weights_agree(self) -> bool:
