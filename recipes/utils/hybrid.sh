@@ -200,6 +200,7 @@ size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epoc
             ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc plateau_stop select
             hybrid_tree lfmmi"
 lfmmi_sizes="lfmmi_utts_per_step lfmmi_nproc"   # the rule's too, needed only where lfmmi is not false
+needed_sizes() { echo "$size_names"; [ "$lfmmi" = false ] || echo "$lfmmi_sizes"; }
 hybrid_tree_asked=$hybrid_tree   # what the user passed (auto: the rule's, see apply_sizes)
 apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, from stage features)
   local name value
@@ -219,7 +220,7 @@ apply_sizes() {   # sizes left at auto take the corpus' values (data/sizes.sh, f
 }
 check_sizes() {   # before a stage that reads them (the streams: from stage adapt on)
   local name
-  for name in $size_names ${1:+streams fmllr_source}; do
+  for name in $(needed_sizes) ${1:+streams fmllr_source}; do
     [ "${!name}" != auto ] || die "--${name//_/-} is auto and $data/sizes.sh has no value for it: run stage 1"
   done
   for name in ${1:+${streams//,/ }}; do
@@ -249,9 +250,7 @@ hybrid_features() {
           "${t[@]}" "${o[@]}"
     done
   done
-  for n in $size_names streams fmllr_source $([ "$lfmmi" = false ] || echo "$lfmmi_sizes"); do
-    if [ "${!n}" = auto ]; then auto=true; fi
-  done
+  for n in $(needed_sizes) streams fmllr_source; do if [ "${!n}" = auto ]; then auto=true; fi; done
   if [ "$auto" = true ]; then
     opts o --chunk:chunk
     asrtrain prepare sizes "$data/mfcc/train" --lm-text "$lm_text" "${o[@]}" > "$data/sizes.sh.tmp"
@@ -457,10 +456,7 @@ use_lfmmi() {   # the lattice-free MMI network: what decode, score and export re
 
 hybrid_lfmmi() {   # (stage train,realign,lfmmi) the network trained further with lattice-free MMI
   [ "$lfmmi" = true ] || return 0
-  local from=$ali den=$exp/den o=() n
-  for n in $lfmmi_sizes; do
-    [ "${!n}" != auto ] || die "--${n//_/-} is auto and $data/sizes.sh has no value for it: run stage 1 (features)"
-  done
+  local from=$ali den=$exp/den o=()
   if [ "$realign" = true ]; then from=$exp/ali_nnet den=$exp/den_nnet; fi
   echo "=== stage $1: lattice-free MMI, $lfmmi_epochs epochs from $model/final.pt (denominator: the phone trigrams of $from on $lang's tree)"
   done_or_run den-graph "$den" asrtrain prepare den-graph "$lang" "$from" "$den/den.npz"
