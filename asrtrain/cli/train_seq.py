@@ -35,10 +35,16 @@ _D = SequenceConfig()
               help="Whole utterances whose summed loss makes one step (divided by their frames).")
 @click.option("--drop-frames/--keep-frames", default=_D.drop_frames, show_default=True,
               help="Leave out frames whose reference pdf the lattice never visits (Kaldi's --drop-frames).")
-@click.option("--seed", type=int, default=_D.seed, show_default=True, help="Order of the utterances.")
+@click.option("--seed", type=int, default=_D.seed, show_default=True, help="Order of the utterances (and the weights, --from-scratch).")
 @click.option("--max-utts", type=click.IntRange(1), default=None, help="Only N utterances of each epoch's shuffled order (a quick look).")
 @click.option("--diagnostic-utts", type=click.IntRange(1), default=_D.diagnostic_utts, show_default=True,
               help="The objective is measured on a fixed sample of N utterances, before training and after each epoch.")
+@click.option("--from-scratch", is_flag=True, default=_D.from_scratch,
+              help="Draw MODEL's weights afresh (seeded by --seed) and train with MMI from there, chain's "
+                   "way; MODEL gives the shape, the input streams and the priors.")
+@click.option("--final-lr", type=POSITIVE, default=None,
+              help="Decay the rate by a constant factor each epoch, from --lr to this at the last.")
+@click.option("--clip", type=POSITIVE, default=None, help="Clip the summed gradient's norm to this.")
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Continue after the last whole epoch of a run killed in OUT (OUT/state.pt).")
 @click.option("--nproc", type=click.IntRange(1), default=1, show_default=True,

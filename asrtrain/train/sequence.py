@@ -24,7 +24,7 @@ import math
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -33,6 +33,9 @@ from asrtrain.core.atomic import atomic_path, write_text
 from asrtrain.core.errors import ConfigError, InputError
 from asrtrain.distributed.base import Strategy
 from asrtrain.train.sequence_config import SequenceConfig
+
+if TYPE_CHECKING:
+    from asrtrain.model.blstm import BLSTM
 
 log = logging.getLogger("asrtrain.train")
 #: The run's state after its last whole epoch, beside the epochs' models.
@@ -160,7 +163,7 @@ class SequenceTrainer:
             self.utts = self._lattice_utts(Path(lat_dir))
         self.refs = references(self.archive, self.utts)
         self.criterion = "lf-mmi" if self.den is not None else "mmi"
-        self.model = self.final.model.to(self.device)
+        self.model = (fresh_weights(self.final.model, cfg.seed) if cfg.from_scratch else self.final.model).to(self.device)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
     def _lattice_utts(self, lat_dir: Path) -> list[tuple[str, tuple[int, int, int]]]:
@@ -216,6 +219,8 @@ class SequenceTrainer:
         order = rng.permutation(len(self.utts))[: self.cfg.max_utts]
         sums = dict.fromkeys(("objective", "frames", "kept", "num_post", "ce"), 0.0)
         self.model.train()
+        for group_opts in self.opt.param_groups:
+            group_opts["lr"] = self.cfg.epoch_lr(n)
         start, shown = time.monotonic(), time.monotonic()
         for i in range(0, len(order), self.cfg.utts_per_step):
             group = [self.utts[k] for k in order[i:i + self.cfg.utts_per_step]]
@@ -232,6 +237,8 @@ class SequenceTrainer:
             if loss is not None:
                 (loss / frames).backward()
             self.strategy.sum_gradients(self.model)
+            if self.cfg.clip is not None:   # after the sum: every learner clips the same gradient
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
             self.opt.step()
             if time.monotonic() - shown > 30 and self.strategy.is_main:
                 shown = time.monotonic()
@@ -240,7 +247,7 @@ class SequenceTrainer:
                          sums["objective"] / max(sums["frames"], 1))
         sums = dict(zip(sums, self.strategy.all_sum(list(sums.values())), strict=True))
         frames = max(sums["frames"], 1.0)
-        return {"epoch": n, "mmi_objective": sums["objective"] / frames, "train_ce": sums["ce"] / frames,
+        return {"epoch": n, "lr": self.cfg.epoch_lr(n), "mmi_objective": sums["objective"] / frames, "train_ce": sums["ce"] / frames,
                 "kept_frames": sums["kept"] / frames, "ref_den_posterior": sums["num_post"] / max(sums["kept"], 1),
                 "seconds": time.monotonic() - start, "frames_per_second": frames / (time.monotonic() - start)}
 
@@ -288,8 +295,10 @@ class SequenceTrainer:
 
     def _key(self) -> dict[str, Any]:
         """What a saved state must share with this run to be continued: the starting model and
-        every option but the number of epochs and the diagnostic sample's size."""
-        options = {k: v for k, v in asdict(self.cfg).items() if k not in ("epochs", "diagnostic_utts")}
+        every option but the diagnostic sample's size and the number of epochs (unless the rate
+        decays over them)."""
+        free = ("diagnostic_utts",) + (("epochs",) if self.cfg.final_lr is None else ())
+        options = {k: v for k, v in asdict(self.cfg).items() if k not in free}
         return {"init": str(self.model_path.resolve()), "options": options, "criterion": self.criterion}
 
     def _save_state(self, epoch: int, history: list[dict[str, Any]]) -> None:
@@ -305,6 +314,8 @@ class SequenceTrainer:
             return None
         state = torch.load(path, map_location=self.device, weights_only=True)
         saved, ours = {"criterion": "mmi", **state["key"]}, self._key()   # states before lf-mmi
+        defaults = asdict(SequenceConfig())   # options added since the state was written
+        saved["options"] = {k: saved["options"].get(k, defaults[k]) for k in ours["options"]} | saved["options"]
         if saved != ours:
             differ = ["the starting model"] if saved["init"] != ours["init"] else []
             differ += [f"the criterion {saved['criterion']} (now {ours['criterion']})"
@@ -350,6 +361,19 @@ class SequenceTrainer:
             return None
         write_text(self.out / "history.json", json.dumps(history, indent=1) + "\n")
         return self.save(self.out / "final.pt", history)
+
+
+def fresh_weights(model: BLSTM, seed: int) -> BLSTM:
+    """A network of ``model``'s shape with weights drawn as the cross-entropy trainer draws
+    them (``torch.manual_seed(seed)``, then the constructor), its input normalisation kept."""
+    from asrtrain.model.blstm import BLSTM
+
+    torch.manual_seed(seed)
+    fresh = BLSTM(model.config)
+    with torch.no_grad():
+        fresh.feat_mean.copy_(model.feat_mean)
+        fresh.feat_std.copy_(model.feat_std)
+    return fresh
 
 
 def _held_out_text(row: dict[str, Any]) -> str:

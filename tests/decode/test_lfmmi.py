@@ -160,6 +160,55 @@ def test_two_learners_take_the_steps_one_learner_takes(trained, den_graph, tmp_p
         ["train.rank0.log", "train.rank1.log"]
 
 
+def test_from_scratch_draws_fresh_weights_and_mmi_alone_trains_them(trained, den_graph, tmp_path):
+    """Chain's way: MODEL gives the shape, input normalisation and priors, the weights are drawn
+    as the cross-entropy trainer draws them (by --seed), and MMI from there raises the
+    objective; the rate falls by a constant factor each epoch to --final-lr, a rule the resume
+    key then holds the number of epochs to."""
+    from asrtrain.model.io import load_final
+    from asrtrain.train.sequence import SequenceTrainer
+    from asrtrain.train.sequence_config import SequenceConfig
+
+    final, _, _ = trained
+    train = final.parent / "train.h5"
+    ce = load_final(final).model.state_dict()
+    draws = [SequenceTrainer(final, train, den_graph, tmp_path / f"d{i}",
+                             SequenceConfig(from_scratch=True, seed=seed)).model.state_dict()
+             for i, seed in enumerate((3, 3, 4))]
+    for name, value in ce.items():
+        torch.testing.assert_close(draws[1][name], draws[0][name], rtol=0, atol=0)
+        if name.startswith("feat_"):
+            torch.testing.assert_close(draws[0][name], value, rtol=0, atol=0)
+    assert not torch.equal(draws[0]["output.weight"], ce["output.weight"])
+    assert not torch.equal(draws[2]["output.weight"], draws[0]["output.weight"])
+
+    out = tmp_path / "scratch"
+    opts = ["--from-scratch", "--acwt", "1", "--lr", "0.4", "--final-lr", "0.1", "--clip", "5",
+            "--utts-per-step", "2", "--threads", "1", "--diagnostic-utts", "6"]
+    _cli("train-seq", final, train, den_graph, out, "--epochs", "3", *opts)
+    history = load_final(out / "final.pt").meta["sequence"]["history"]
+    assert [row["lr"] for row in history[1:]] == pytest.approx([0.4, 0.2, 0.1])
+    objective = [row["diagnostic_objective"] for row in history]
+    assert objective[-1] > objective[0] + 0.1, objective
+    res = CliRunner().invoke(cli, ["train-seq", str(final), str(train), str(den_graph), str(out),
+                                   "--epochs", "4", *opts])
+    assert res.exit_code == 1 and "--epochs 3 (now 4)" in res.output, res.output
+
+
+def test_a_state_written_before_an_option_existed_still_resumes(trained, den_graph, tmp_path):
+    """A state of an earlier version lacks the newer options in its key: they count as their defaults."""
+    final, _, _ = trained
+    train = final.parent / "train.h5"
+    out = tmp_path / "old"
+    opts = ["--threads", "1", "--utts-per-step", "3", "--diagnostic-utts", "3"]
+    _cli("train-seq", final, train, den_graph, out, "--epochs", "1", *opts)
+    state = torch.load(out / "state.pt", weights_only=True)
+    for name in ("from_scratch", "final_lr", "clip"):
+        del state["key"]["options"][name]
+    torch.save(state, out / "state.pt")
+    assert "resuming after epoch 1" in _cli("train-seq", final, train, den_graph, out, "--epochs", "2", *opts)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the denominator on cuda")
 def test_the_denominator_on_the_gpu_matches_the_cpu():
     graph = _small_graph()
