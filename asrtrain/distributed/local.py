@@ -48,10 +48,44 @@ FORWARDED = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 PRELOAD = ("asrtrain.train.run", "h5py", "torch._dynamo")
 
 
+#: How often a learner looks whether its launcher still lives.
+LAUNCHER_POLL_S = 2.0
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:   # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def _watch_launcher(pid: int) -> None:
+    """Stop this learner as a preemption does (SIGTERM to itself) once the launcher is gone:
+    killed with SIGKILL it forwards nothing, and its learners trained on with no one to report to."""
+    import threading
+
+    def watch() -> None:
+        while _alive(pid):
+            time.sleep(LAUNCHER_POLL_S)
+        log.warning("the launcher (pid %d) is gone: this learner stops as if preempted", pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
+
+
 def _child(rank: int, nproc: int, port: int, fn: Callable[..., Any], args: tuple[Any, ...],
-           report: Any, env: dict[str, str], cwd: str) -> None:
+           report: Any, env: dict[str, str], cwd: str, launcher: int) -> None:
     """One learner: the launcher's directory and environment, then ``fn(*args)``; its outcome
-    goes to ``report``."""
+    goes to ``report``. It stops when the ``launcher`` process is gone."""
+    _watch_launcher(launcher)
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
@@ -59,15 +93,21 @@ def _child(rank: int, nproc: int, port: int, fn: Callable[..., Any], args: tuple
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True",
                       ASRTRAIN_LAUNCHER="nproc")
     try:
-        report.send(("ok", fn(*args)))
+        _send(report, ("ok", fn(*args)))
     except Preempted as exc:
-        report.send(("preempted", str(exc)))
+        _send(report, ("preempted", str(exc)))
         raise SystemExit(Preempted.exit_code) from None
     except BaseException as exc:  # noqa: BLE001 - reported to the launcher, which names the rank
-        report.send(("error", one_line(exc)))
+        _send(report, ("error", one_line(exc)))
         raise SystemExit(1) from None
     finally:
         report.close()
+
+
+def _send(report: Any, outcome: tuple[str, Any]) -> None:
+    """Tell the launcher how this learner ended, unless it is gone (its end of the pipe closed)."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        report.send(outcome)
 
 
 @contextlib.contextmanager
@@ -113,7 +153,7 @@ def launch_local(nproc: int, fn: Callable[..., Any], args: tuple[Any, ...], run_
     ctx.set_forkserver_preload([*PRELOAD, fn.__module__])  # if it starts now
     pipes = [ctx.Pipe(duplex=False) for _ in range(nproc)]
     env, cwd = dict(os.environ), os.getcwd()
-    procs = [ctx.Process(target=_child, args=(r, nproc, port, fn, args, pipes[r][1], env, cwd),
+    procs = [ctx.Process(target=_child, args=(r, nproc, port, fn, args, pipes[r][1], env, cwd, os.getpid()),
                          name=f"{run_id}-{r}") for r in range(nproc)]
     outcome: dict[int, tuple[str, Any]] = {}
     with _forwarding(procs):

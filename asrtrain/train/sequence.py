@@ -10,7 +10,9 @@ and overfits small corpora), SGD with momentum. Each epoch writes ``epoch<N>.pt`
 ``final.pt``: the priors, layout and metadata of the model it started from) and its
 held-out frame figures, and ``state.pt`` (weights, momentum, torch's RNG, the history): a run
 killed mid-epoch starts again after its last whole epoch, and ends where an unbroken run would.
-``final.pt`` is the last epoch's. Several learners (``--nproc``, or a launcher's ranks) are
+``final.pt`` is the last epoch's. A preemption signal (SIGTERM, SIGUSR1, a first Ctrl-C) to
+any learner stops every one at the next step, before its update, with the requeue status: the
+same command starts that epoch again. Several learners (``--nproc``, or a launcher's ranks) are
 SSGD: each takes every W-th utterance of the step, the loss is divided by the step's frames over
 all of them and the gradients are summed (``Strategy.sum_gradients``), so W learners make the
 steps one learner makes; the main learner writes the models and the state.
@@ -30,7 +32,8 @@ import numpy as np
 import torch
 
 from asrtrain.core.atomic import atomic_path, write_text
-from asrtrain.core.errors import ConfigError, InputError
+from asrtrain.core.errors import ConfigError, InputError, Preempted
+from asrtrain.distributed import signals
 from asrtrain.distributed.base import Strategy
 from asrtrain.train.sequence_config import SequenceConfig
 
@@ -231,7 +234,12 @@ class SequenceTrainer:
             for figs in group_figs:
                 for k, v in figs.items():
                     sums[k] += v
-            frames, summed = self.strategy.all_sum([mine, float(loss.detach()) if loss is not None else 0.0])
+            frames, summed, stop = self.strategy.all_sum([mine, float(loss.detach()) if loss is not None else 0.0,
+                                                          float(signals.requested() is not None)])
+            if stop:   # any learner's: all stop before this step's update, the epoch to be done again
+                kept = f"{self.out / STATE} holds epoch {n - 1}" if n > 1 else "no epoch was done yet"
+                raise Preempted(f"stopped in epoch {n} (a preemption signal); {kept}: run the same "
+                                "command again to go on")
             if not math.isfinite(summed):
                 raise InputError(f"a non-finite MMI loss at utterances {[u for u, _ in group]}")
             if loss is not None:

@@ -209,6 +209,87 @@ def test_a_state_written_before_an_option_existed_still_resumes(trained, den_gra
     assert "resuming after epoch 1" in _cli("train-seq", final, train, den_graph, out, "--epochs", "2", *opts)
 
 
+def test_a_preemption_signal_stops_before_the_next_update_and_the_epoch_is_done_again(trained, den_graph, tmp_path):
+    """SIGTERM in epoch 2: no epoch-2 model, state.pt still epoch 1's, the requeue error; the
+    same command then resumes after epoch 1."""
+    import os
+    import signal
+
+    from asrtrain.core.errors import Preempted
+    from asrtrain.distributed import signals
+    from asrtrain.train.sequence import SequenceTrainer
+    from asrtrain.train.sequence_config import SequenceConfig
+
+    final, _, _ = trained
+    train = final.parent / "train.h5"
+    out = tmp_path / "pre"
+    opts = ["--threads", "1", "--utts-per-step", "3", "--diagnostic-utts", "3"]
+    _cli("train-seq", final, train, den_graph, out, "--epochs", "1", *opts)
+    state = (out / "state.pt").read_bytes()
+    cfg = SequenceConfig(utts_per_step=3, diagnostic_utts=3, epochs=2)
+    trainer = SequenceTrainer(final, train, den_graph, out, cfg)
+    with signals.caught(), pytest.raises(Preempted, match="holds epoch 1: run the same command again"):
+        os.kill(os.getpid(), signal.SIGTERM)
+        trainer.run()
+    assert not (out / "epoch2.pt").exists() and (out / "state.pt").read_bytes() == state
+    assert "resuming after epoch 1" in _cli("train-seq", final, train, den_graph, out, "--epochs", "2", *opts)
+    assert (out / "epoch2.pt").exists()
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (the learners, the forkserver that forked them), from /proc."""
+    from pathlib import Path
+
+    parent: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+def test_learners_whose_launcher_is_killed_stop(trained, den_graph, tmp_path):
+    """SIGKILL to `--nproc`'s launcher forwards nothing, and train-seq's learners use no store a
+    dead launcher would break: they see it gone and stop (they had trained on, orphaned, for
+    every epoch asked)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from asrtrain.distributed.local import _alive
+
+    final, _, _ = trained
+    out = tmp_path / "orphans"
+    asrtrain = Path(sys.executable).parent / "asrtrain"
+    job = subprocess.Popen([str(asrtrain), "train-seq", str(final), str(final.parent / "train.h5"), str(den_graph),
+                            str(out), "--epochs", "500", "--nproc", "2", "--threads", "1", "--diagnostic-utts", "3"],
+                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    logs = [out / "log" / f"train.rank{r}.log" for r in (0, 1)]
+    end = time.monotonic() + 120
+    while time.monotonic() < end and not all(p.is_file() and "sequence training" in p.read_text() for p in logs):
+        time.sleep(0.2)
+    below = _descendants(job.pid)
+    assert job.poll() is None and len(below) >= 2, "the learners did not start"
+    os.kill(job.pid, signal.SIGKILL)
+    job.wait(timeout=30)
+    end = time.monotonic() + 60
+    while time.monotonic() < end and any(_alive(p) for p in below):
+        time.sleep(0.2)
+    left = [p for p in below if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, "learners outlived their launcher"
+    assert all("is gone: this learner stops" in p.read_text() for p in logs)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the denominator on cuda")
 def test_the_denominator_on_the_gpu_matches_the_cpu():
     graph = _small_graph()
