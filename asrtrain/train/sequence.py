@@ -20,6 +20,7 @@ steps one learner makes; the main learner writes the models and the state.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -255,10 +256,11 @@ class SequenceTrainer:
                          sums["objective"] / max(sums["frames"], 1))
         sums = dict(zip(sums, self.strategy.all_sum(list(sums.values())), strict=True))
         frames = max(sums["frames"], 1.0)
-        return {"epoch": n, "lr": self.cfg.epoch_lr(n), "mmi_objective": sums["objective"] / frames, "train_ce": sums["ce"] / frames,
-                "kept_frames": sums["kept"] / frames, "ref_den_posterior": sums["num_post"] / max(sums["kept"], 1),
+        return {"epoch": n, "lr": self.cfg.epoch_lr(n), "mmi_objective": sums["objective"] / frames,
+                "train_ce": sums["ce"] / frames, "kept_frames": sums["kept"] / frames, "ref_den_posterior": sums["num_post"] / max(sums["kept"], 1),
                 "seconds": time.monotonic() - start, "frames_per_second": frames / (time.monotonic() - start)}
 
+    @functools.cached_property
     def diagnostic(self) -> list[tuple[str, tuple[int, int, int]]]:
         """The utterances the objective is measured on: a fixed sample of ``--diagnostic-utts``
         (Kaldi's train_diagnostic), the same whatever the seed, so runs compare; a pass over a
@@ -270,7 +272,7 @@ class SequenceTrainer:
     def objective(self) -> float:
         """The MMI objective a frame of the model as it is on the diagnostic sample (no update)."""
         total, frames = 0.0, 0.0
-        utts = self._share(self.diagnostic())
+        utts = self._share(self.diagnostic)
         self.model.eval()
         with torch.no_grad():
             for i in range(0, len(utts), self.cfg.utts_per_step):
@@ -352,7 +354,7 @@ class SequenceTrainer:
             done, history = 0, [{"epoch": 0, "diagnostic_objective": self.objective(), **self.held_out()}]
             log.info("sequence training %s: %d utterances, MMI at acoustic scale %g: objective %.4f a frame "
                      "on %d of them, %s", self.model_path, len(self.utts), self.cfg.acwt,
-                     history[0]["diagnostic_objective"], len(self.diagnostic()), _held_out_text(history[0]))
+                     history[0]["diagnostic_objective"], len(self.diagnostic), _held_out_text(history[0]))
         for n in range(done + 1, self.cfg.epochs + 1):
             row = {**self.epoch(n), "diagnostic_objective": self.objective(), **self.held_out()}
             history.append(row)

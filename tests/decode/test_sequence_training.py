@@ -127,6 +127,6 @@ def test_the_objective_is_measured_on_a_fixed_sample_whatever_the_seed(trained, 
     train = final.parent / "train.h5"
     one = SequenceTrainer(final, train, denlats, tmp_path / "a", SequenceConfig(diagnostic_utts=3, seed=0))
     two = SequenceTrainer(final, train, denlats, tmp_path / "b", SequenceConfig(diagnostic_utts=3, seed=7))
-    assert len(one.diagnostic()) == 3 < len(one.utts)
-    assert one.diagnostic() == two.diagnostic() and set(one.diagnostic()) <= set(one.utts)
-    assert len(SequenceTrainer(final, train, denlats, tmp_path / "c", SequenceConfig()).diagnostic()) == len(one.utts)
+    assert len(one.diagnostic) == 3 < len(one.utts)
+    assert one.diagnostic == two.diagnostic and set(one.diagnostic) <= set(one.utts)
+    assert len(SequenceTrainer(final, train, denlats, tmp_path / "c", SequenceConfig()).diagnostic) == len(one.utts)
