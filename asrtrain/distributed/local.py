@@ -53,18 +53,13 @@ LAUNCHER_POLL_S = 2.0
 
 
 def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    """Whether process ``pid`` exists and has not exited: its state in /proc, since a killed
+    launcher not yet reaped (a zombie) still answers ``os.kill(pid, 0)``."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except FileNotFoundError:
         return False
-    except OSError:   # no /proc: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
 
 
 def _watch_launcher(pid: int) -> None:

@@ -167,7 +167,8 @@ class SequenceTrainer:
             self.utts = self._lattice_utts(Path(lat_dir))
         self.refs = references(self.archive, self.utts)
         self.criterion = "lf-mmi" if self.den is not None else "mmi"
-        self.model = (fresh_weights(self.final.model, cfg.seed) if cfg.from_scratch else self.final.model).to(self.device)
+        model = fresh_weights(self.final.model, cfg.seed) if cfg.from_scratch else self.final.model
+        self.model = model.to(self.device)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
     def _lattice_utts(self, lat_dir: Path) -> list[tuple[str, tuple[int, int, int]]]:
@@ -257,7 +258,8 @@ class SequenceTrainer:
         sums = dict(zip(sums, self.strategy.all_sum(list(sums.values())), strict=True))
         frames = max(sums["frames"], 1.0)
         return {"epoch": n, "lr": self.cfg.epoch_lr(n), "mmi_objective": sums["objective"] / frames,
-                "train_ce": sums["ce"] / frames, "kept_frames": sums["kept"] / frames, "ref_den_posterior": sums["num_post"] / max(sums["kept"], 1),
+                "train_ce": sums["ce"] / frames, "kept_frames": sums["kept"] / frames,
+                "ref_den_posterior": sums["num_post"] / max(sums["kept"], 1),
                 "seconds": time.monotonic() - start, "frames_per_second": frames / (time.monotonic() - start)}
 
     @functools.cached_property
@@ -324,8 +326,8 @@ class SequenceTrainer:
             return None
         state = torch.load(path, map_location=self.device, weights_only=True)
         saved, ours = {"criterion": "mmi", **state["key"]}, self._key()   # states before lf-mmi
-        defaults = asdict(SequenceConfig())   # options added since the state was written
-        saved["options"] = {k: saved["options"].get(k, defaults[k]) for k in ours["options"]} | saved["options"]
+        defaults = asdict(SequenceConfig())   # options added since the state was written count as these
+        saved["options"] = {**{k: defaults[k] for k in ours["options"]}, **saved["options"]}
         if saved != ours:
             differ = ["the starting model"] if saved["init"] != ours["init"] else []
             differ += [f"the criterion {saved['criterion']} (now {ours['criterion']})"
