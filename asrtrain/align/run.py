@@ -52,6 +52,8 @@ class AlignJob:
     reference: Path | None = None     # a corpus dir with exact phone.ctm/ali.scp to compare
     launch: Launch | None = None      # jobs on other hosts (--job-cmd); None: forkserver
     held_out_sat_feats: bool = True   # fmllr/<split> of the held-out splits too (transcript-free)
+    extra: frozenset[str] = frozenset()   # splits that are training data (their SAT features from
+                                          # the transforms their transcripts gave, as train's)
 
 
 @dataclass
@@ -132,31 +134,35 @@ def _align_all(job: AlignJob, lex: Lexicon, workers: Workers | None) -> dict[str
 
         # the ids of every ali.scp: written before them, so no split is ever without its table
         write_symbols(job.out / "phones.txt", {EPS: 0, **lex.phones})
-        aligned = _align_split(job, train, rungs, jobs, names, ref, report)
-        pdf_frames = jobs.pdf_frames(rungs[-1].pdfs.num_pdfs) if aligned else None
+        _align_split(job, train, rungs, jobs, names, ref, report)
+        pdf_frames = jobs.pdf_frames(rungs[-1].pdfs.num_pdfs) if jobs.aligned else None
+    transforms: dict[str, dict[str, np.ndarray]] = {train.name: dict(rungs[-1].front.fmllr)}
     for split in list(splits.values())[1:]:
         with split.jobs(cfg.nj, workers) as jobs:
-            _align_split(job, split, rungs, jobs, names, ref, report)
+            fmllr = _align_split(job, split, rungs, jobs, names, ref, report)
+        if split.name in job.extra:
+            transforms[split.name] = fmllr
     if rungs[-1].name == "sat" and pdf_frames is not None:
         clock = Clock()
         wanted = splits
         if not job.held_out_sat_feats:
-            log.info("SAT features of train only (--no-held-out-sat-feats)")
-            wanted = {train.name: train}
-        report["sat_fmllr"] = write_sat_features(job.out / "fmllr", rungs[-1], wanted, train,
-                                                 pdf_frames, cfg.nj, workers)
+            log.info("SAT features of the training data only (--no-held-out-sat-feats)")
+            wanted = {n: s for n, s in splits.items() if n == train.name or n in job.extra}
+        report["sat_fmllr"] = write_sat_features(job.out / "fmllr", rungs[-1], wanted,
+                                                 transforms, pdf_frames, cfg.nj, workers)
         report["sat_fmllr_time"] = clock.figures(sum(s.hours() for s in wanted.values()))
     write_text(job.out / "report.json", json.dumps(report, indent=1) + "\n")
     return report
 
 
-def write_sat_features(out: Path, sat: Rung, splits: dict[str, Split], train: Split,
-                       pdf_frames: np.ndarray, nj: int, workers: Workers | None = None
-                       ) -> dict[str, int]:
-    """``out/<split>/feats.scp``: LDA+MLLT+fMLLR features from the SAT model, training
-    speakers with their SAT transforms, the others estimated without transcripts (in
-    ``nj`` jobs of whole speakers: a speaker's EM against every Gaussian is the costly
-    part), each job writing its speakers' features."""
+def write_sat_features(out: Path, sat: Rung, splits: dict[str, Split],
+                       transforms: dict[str, dict[str, np.ndarray]], pdf_frames: np.ndarray,
+                       nj: int, workers: Workers | None = None) -> dict[str, int]:
+    """``out/<split>/feats.scp``: LDA+MLLT+fMLLR features from the SAT model; the splits in
+    ``transforms`` (train: its SAT transforms; training copies: those their transcripts
+    gave) with theirs, the others estimated without transcripts (in ``nj`` jobs of whole
+    speakers: a speaker's EM against every Gaussian is the costly part), each job writing
+    its speakers' features."""
     from asrtrain.align import sat_feats
 
     mixture = sat_feats.model_mixture(sat.model, pdf_frames)
@@ -164,8 +170,8 @@ def write_sat_features(out: Path, sat: Rung, splits: dict[str, Split], train: Sp
     for split in splits.values():
         front = FrontEnd(deltas=False, context=sat.front.context, lda=sat.front.lda)
         with split.jobs(nj, workers, f"{split.name} SAT features") as jobs:
-            if split is train:
-                front.fmllr = dict(sat.front.fmllr)
+            if split.name in transforms:
+                front.fmllr = dict(transforms[split.name])
             else:
                 front.fmllr = jobs.held_out_fmllr(mixture, front)
                 log.info("%s: SAT fMLLR of %d held-out speakers estimated in %d jobs",
@@ -209,24 +215,29 @@ def _climb(stage: str, train: Split, rungs: list[Rung], jobs: Jobs, phones: list
 
 
 def _align_split(job: AlignJob, split: Split, rungs: list[Rung], jobs: Jobs,
-                 names: dict[int, str], ref: Reference | None, report: dict[str, Any]) -> int:
-    """A split's final alignments, written, timed and measured; how many."""
+                 names: dict[int, str], ref: Reference | None, report: dict[str, Any]
+                 ) -> dict[str, np.ndarray]:
+    """A split's final alignments, written, timed and measured; the speakers' fMLLR
+    transforms they were made with (none below SAT)."""
     clock = Clock()
     is_train = split.name == next(iter(job.splits))
-    align_split(split, rungs, job.config, jobs, is_train)
+    fmllr = align_split(split, rungs, job.config, jobs, is_train)
     lost = _finish_split(job, split, jobs, names)
     figures = {"aligned": jobs.aligned, "lost": lost, **clock.figures(split.hours()),
                "jobs": jobs.nj}
+    if split.name in job.extra:
+        figures["training_copy"] = True
     if ref is not None and not is_train:
         figures["agreement"] = jobs.agreement(ref, split.name)
     report["splits"][split.name] = figures
-    return jobs.aligned
+    return fmllr
 
 
 def align_split(split: Split, rungs: list[Rung], cfg: LadderConfig, jobs: Jobs, is_train: bool
-                ) -> None:
+                ) -> dict[str, np.ndarray]:
     """Final alignments of a split with the last rung (fMLLR first where it is SAT), held
-    by the jobs."""
+    by the jobs; the speakers' transforms they used (Kaldi's ``align_fmllr.sh``: from the
+    speaker-independent pass's alignment of the transcripts)."""
     last = rungs[-1]
     if last.name == "sat" and not is_train:
         si = rungs[-2]
@@ -237,9 +248,11 @@ def align_split(split: Split, rungs: list[Rung], cfg: LadderConfig, jobs: Jobs, 
         front.fmllr = jobs.fmllr(last.model, front, {})
         jobs.use_front(front)
     else:
-        jobs.use_front(last.front)
+        front = last.front
+        jobs.use_front(front)
     jobs.realign(last.model, last.pdfs, last.trans, cfg.beams, split.failures,
                  f"{split.name}: final alignment", keep_previous=False)
+    return dict(front.fmllr)
 
 
 def _finish_split(job: AlignJob, split: Split, jobs: Jobs, names: dict[int, str]

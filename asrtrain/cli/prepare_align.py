@@ -10,14 +10,17 @@ from asrtrain.align.remote import CONNECT_TIMEOUT
 from asrtrain.cli.options import POSITIVE, config_option, resolved_params
 
 
-def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
+def _split_dirs(value: tuple[str, ...], option: str = "--split") -> dict[str, Path]:
     out: dict[str, Path] = {}
     for item in value:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
-            raise click.BadParameter(f"{item!r}: expected NAME=DIR", param_hint="'--split'")
+            raise click.BadParameter(f"{item!r}: expected NAME=DIR", param_hint=f"'{option}'")
         if not Path(path).is_dir():
-            raise click.BadParameter(f"{path}: not a directory", param_hint="'--split'")
+            raise click.BadParameter(f"{path}: not a directory", param_hint=f"'{option}'")
+        if name == "train" or name in out:
+            raise click.BadParameter(f"{name!r}: a split of that name is already given",
+                                     param_hint=f"'{option}'")
         out[name] = Path(path)
     return out
 
@@ -29,6 +32,11 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--split", "splits", multiple=True, metavar="NAME=DIR",
               help="Another data dir to align with the final model (dev=..., test=...).")
+@click.option("--extra", "extras", multiple=True, metavar="NAME=DIR",
+              help="More training data the ladder does not train on (speed-perturbed copies of "
+              "TRAIN: Kaldi aligns data_sp with the GMM of the originals): aligned as a --split "
+              "is, and with a SAT ladder its fmllr/NAME written from the transforms its "
+              "transcripts gave, as train's are (also with --no-held-out-sat-feats).")
 @click.option("--stages", default="mono,tri,lda,sat", show_default=True,
               help="Rungs of the ladder, in order (a prefix of mono,tri,lda,sat).")
 @click.option("--oov", default=None, help="Map transcript words missing from the lexicon to "
@@ -94,7 +102,7 @@ def _split_dirs(value: tuple[str, ...]) -> dict[str, Path]:
                    "from the SAT first pass instead and pass --no-held-out-sat-feats.")
 @click.pass_context
 def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tuple[str, ...],
-          stages: str, oov: str | None, phones: Path | None, mono_gauss: int, mono_iters: int,
+          extras: tuple[str, ...], stages: str, oov: str | None, phones: Path | None, mono_gauss: int, mono_iters: int,
           mono_utts: int,
           leaves: int, tree_kind: str, retree: bool, gauss: int, iters: int, beam: float, retry_beam: float, last_beam: float,
           max_lost: float, nj: int, job_cmd: str | None, listen: str | None,
@@ -124,7 +132,11 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
         raise click.BadParameter("needs --job-cmd (the jobs it is for)", param_hint="'--listen'")
     if job_cmd is not None and not job_cmd.strip():
         raise click.BadParameter("empty", param_hint="'--job-cmd'")
-    named = {"train": train, **_split_dirs(splits)}
+    held_out, extra = _split_dirs(splits), _split_dirs(extras, "--extra")
+    if set(held_out) & set(extra):
+        raise click.BadParameter(f"{sorted(set(held_out) & set(extra))[0]!r}: also a --split",
+                                 param_hint="'--extra'")
+    named = {"train": train, **held_out, **extra}
     cfg = LadderConfig(stages=wanted, mono_gauss=mono_gauss, mono_iters=mono_iters,
                        mono_utts=mono_utts,
                        tri_leaves=leaves, tree=tree_kind, retree=retree, tri_gauss=gauss, tri_iters=iters,
@@ -132,7 +144,8 @@ def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tu
                                    last_beam=last_beam), nj=nj)
     launch = None if job_cmd is None else Launch(job_cmd, out, listen, connect_timeout)
     job = AlignJob(dict_dir, out, named, cfg, oov=oov, phones=phones, max_lost=max_lost,
-                   reference=reference, launch=launch, held_out_sat_feats=held_out_sat_feats)
+                   reference=reference, launch=launch, held_out_sat_feats=held_out_sat_feats,
+                   extra=frozenset(extra))
     check_out_path(out)   # before the log dir exists
     with command_run("prepare-align", out, resolved_params(ctx)):
         report = prepare_align(job)

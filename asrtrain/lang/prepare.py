@@ -37,7 +37,6 @@ from asrtrain.lang.targets import uses_states
 from asrtrain.lang.tree import ContextTree, build_tree, pdf_table_text
 
 log = logging.getLogger("asrtrain.lang")
-SPLITS = ("train", "dev", "test")
 
 
 def read_sentences(path: Path, has_ids: bool, upper: bool = True) -> list[list[str]]:
@@ -194,10 +193,8 @@ def prepare_lang(dict_dir: Path, lm_text: Path | None, ali_dir: Path, out: Path,
     figures.update(num_pdfs=tree.num_pdfs, tree_id=tree_id)
 
     (out / "pdf_ali").mkdir(exist_ok=True)
-    for split in SPLITS:
-        scp = ali_dir / split / "ali.scp"
-        if scp.exists():
-            write_pdf_alignments(ali_dir, split, tree, out / "pdf_ali" / split, targets)
+    for split in aligned_splits(ali_dir):
+        write_pdf_alignments(ali_dir, split, tree, out / "pdf_ali" / split, targets)
     write_text(out / "pdf_ali" / "tree_id", tree_id + "\n")
 
     import kaldifst
@@ -314,3 +311,9 @@ def _arpa_to_g(arpa: Path, words_txt: Path, g_path: Path) -> None:
 def load_words(path: Path) -> dict[int, str]:
     """id → word of a words.txt."""
     return {i: w for w, i in read_symbols(path).items()}
+
+
+def aligned_splits(ali_dir: Path) -> list[str]:
+    """Every split the alignment dir holds (train, dev, test, training copies such as
+    ``prepare align --extra sp=``): the dirs with an ``ali.scp``."""
+    return sorted(p.parent.name for p in Path(ali_dir).glob("*/ali.scp"))

@@ -15,7 +15,9 @@
 # them) and their transcripts are left out of the LM text (prepare lang --exclude-text).
 # Without a test text, the test set is transcribed, not scored. Sizes left at 'auto' follow
 # the corpus (asrtrain prepare sizes; data/sizes.sh says what they became); any --name
-# value overrides one. --speed-perturb true trains on 0.9/1.0/1.1 copies (Kaldi's 3-way).
+# value overrides one. --speed-perturb true trains everything on 0.9/1.0/1.1 copies (Kaldi's
+# 3-way); --speed-perturb network trains the ladder on the originals and the network on all three,
+# the copies aligned by the SAT GMM (Kaldi's nnet recipes: data_sp aligned with tri3/tri4).
 #
 # Stages: 0 data dirs, 1 features and sizes, 2 alignments, 3 i-vectors and fMLLR,
 #         4 lang and graph, and the GMM rungs decoded (SAT in two passes), 5 archives,
@@ -33,7 +35,7 @@ test=
 dict=
 lm_text=
 dev_speakers=auto     # held out of train without --dev: auto = 1 in 15 speakers (1 to 10)
-speed_perturb=false
+speed_perturb=false   # true (the ladder and the network), network (the network only) or false
 mfcc_bins=23
 # sizes: auto follows the corpus (asrtrain/data/sizes.py), a number overrides
 ali_mono_gauss=auto
@@ -76,7 +78,7 @@ local_setup() {
   [ -d "$dict" ] || die "--dict $dict: not a directory"
   [ -f "$lm_text" ] || die "--lm-text $lm_text: not a file"
   [ -z "$dev" ] || [ -d "$dev" ] || die "--dev $dev: not a directory"
-  case "$speed_perturb" in true|false) ;; *) die "--speed-perturb must be true or false" ;; esac
+  case "$speed_perturb" in true|false|network) ;; *) die "--speed-perturb must be true, network or false" ;; esac
   local rungs=$gmm_rungs; if [ "$rungs" = auto ]; then rungs=$ali_stages; fi
   if [[ ",$rungs," == *",sat,"* ]] && [[ ",$rungs," != *",lda,"* ]]; then
     die "--gmm-rungs: sat decodes from the lda rung's first pass; list lda too"
@@ -89,6 +91,7 @@ local_setup() {
   fi
   train_dir=$base_train
   if [ "$speed_perturb" = true ]; then train_dir=$data/train_sp; fi
+  if [ "$speed_perturb" = network ]; then train_copies=sp sp_dir=$data/train_sp_copies; fi
   model=$exp/blstm
 }
 . "$(dirname "$0")/../utils/hybrid.sh"

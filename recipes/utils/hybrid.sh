@@ -41,6 +41,9 @@ seed=${seed-0}
 nj=${nj-2}                          # jobs of every stage whose own *_nj is empty
 stages=${stages-"data features align adapt lang archive train,realign,lfmmi decode score export"}
 splits=${splits-"train dev test"}   # dev picks the decoding setting; without it, an oracle
+# splits the network trains on beside train and the ladder does not (speed-perturbed copies:
+# recipes/custom --speed-perturb network); aligned by the last rung, in train's archive
+train_copies=${train_copies-}
 dict=${dict-}                       # empty: $data/dict
 lm_text=${lm_text-}                 # empty: $data/lm_text
 # --- features ---
@@ -185,6 +188,9 @@ align_opts=()
 lang_opts=()
 decode_opts=()
 if declare -F local_setup >/dev/null; then local_setup; fi
+if [ "$realign" = true ] && [ -n "$train_copies" ]; then
+  die "--realign true realigns train and dev only: not with training copies ($train_copies, --speed-perturb network)"
+fi
 : "${dict:=$data/dict}" "${lm_text:=$data/lm_text}" "${graph_dir:=$lang/graph}" "${export_dir:=$exp/model}"
 fmllr_classes=${fmllr_classes:-$ali/train/pdf.scp}   # the LDA's classes: the aligner's pdfs
 if [ "$gmm_rungs" = auto ]; then gmm_rungs=$ali_stages; elif [ "$gmm_rungs" = none ]; then gmm_rungs=; fi
@@ -242,7 +248,7 @@ hybrid_features() {
   echo "=== stage $1: features (MFCC for alignment and adaptation, logmel + deltas for the network)"
   local split type n o=() t=() auto=false
   opts o --dither:dither --sample-rate:sample_rate --nj:feat_nj
-  for split in $splits; do
+  for split in $splits $train_copies; do
     for type in $feature_types; do
       t=(--num-bins 40 --deltas); if [ "$type" = mfcc ]; then opts t --num-bins:mfcc_bins; fi
       done_or_run "$type-$split" "$data/$type/$split" \
@@ -267,6 +273,7 @@ hybrid_align() {
   echo "=== stage $1: alignments from nothing ($ali_stages: $ali_leaves leaves, $ali_gauss Gaussians) of train and ${ali_splits:-no other split}"
   local s o=() split_opt=()
   for s in $ali_splits; do split_opt+=(--split "$s=$data/mfcc/$s"); done
+  for s in $train_copies; do split_opt+=(--extra "$s=$data/mfcc/$s"); done
   # dev's and test's SAT fMLLR stream comes from the SAT rung's first pass (check_sat_source), never
   # from the aligner's transcript-free estimate: it is not written
   if [ -n "$ali_splits" ]; then split_opt+=(--no-held-out-sat-feats); fi
@@ -287,7 +294,7 @@ hybrid_adapt() {
     done_or_run ivectors-train "$exp/ivectors/train" \
       asrtrain prepare ivectors "$data/mfcc/train" "$exp/ivectors/train" "${o[@]}" \
         --period "$ivector_period" --online --seed "$seed" "${j[@]}"
-    for split in ${splits#train}; do
+    for split in ${splits#train} $train_copies; do
       done_or_run "ivectors-$split" "$exp/ivectors/$split" \
         asrtrain prepare ivectors "$data/mfcc/$split" "$exp/ivectors/$split" \
           --extractor "$exp/ivectors/train/extractor" --period "$ivector_period" --online "${j[@]}"
@@ -299,7 +306,7 @@ hybrid_adapt() {
     done_or_run fmllr-train "$fmllr_dir/train" \
       asrtrain prepare fmllr "$data/mfcc/train" "$fmllr_dir/train" --ali "$fmllr_classes" "${g[@]}" \
         "${j[@]}"
-    for split in ${splits#train}; do
+    for split in ${splits#train} $train_copies; do
       done_or_run "fmllr-$split" "$fmllr_dir/$split" \
         asrtrain prepare fmllr "$data/mfcc/$split" "$fmllr_dir/$split" --model "$fmllr_dir/train" \
           "${j[@]}"
@@ -371,10 +378,21 @@ stream_scp() {   # stream_scp NAME SPLIT: a recipe's own ${split}_${name}_scp (s
   case "$1" in
     ivector) echo "$exp/ivectors/$2/ivectors.scp" ;;
     fmllr) if [ "$fmllr_source" = global ]; then echo "$fmllr_dir/$2/feats.scp"
-           elif [ "$2" = train ]; then echo "$ali/fmllr/train/feats.scp"   # the SAT rung's own transforms
+           elif [ "$2" = train ] || in_list "$2" $train_copies; then echo "$ali/fmllr/$2/feats.scp"   # from transcripts
            else echo "$exp/fmllr_sat/$2/feats.scp"; fi ;;
-    pdf_ali) if [ "$2" = train ] || in_list "$2" $ali_splits; then echo "$lang/pdf_ali/$2.scp"; fi ;;
+    pdf_ali) if [ "$2" = train ] || in_list "$2" $ali_splits $train_copies; then echo "$lang/pdf_ali/$2.scp"; fi ;;
+    logmel) echo "$data/logmel/$2/feats.scp" ;;
+    cmvn) echo "$data/logmel/$2/cmvn.scp" ;;
+    utt2spk) echo "$data/logmel/$2/utt2spk" ;;
   esac
+}
+
+table() {   # table NAME SPLIT: stream_scp, train's joined with its copies' (one file of their lines)
+  local s files=() out=$data/train_with_copies/$1
+  [ "$2" = train ] && [ -n "$train_copies" ] || { stream_scp "$1" "$2"; return; }
+  for s in train $train_copies; do files+=("$(stream_scp "$1" "$s")"); done
+  mkdir -p "$data/train_with_copies"; cat "${files[@]}" > "$out.tmp"; mv "$out.tmp" "$out"
+  echo "$out"
 }
 
 hybrid_archive() {
@@ -384,17 +402,17 @@ hybrid_archive() {
   opts o --chunk:chunk
   for split in $splits; do
     s=()
-    if has_stream fmllr; then s+=(--stream fmllr="$(stream_scp fmllr "$split")"); fi
+    if has_stream fmllr; then s+=(--stream fmllr="$(table fmllr "$split")"); fi
     if has_stream ivector; then
-      s+=(--stream ivector="$(stream_scp ivector "$split")" --ivector-period ivector="$ivector_period")
+      s+=(--stream ivector="$(table ivector "$split")" --ivector-period ivector="$ivector_period")
     fi
     if has_stream logmel; then
-      s+=(--stream logmel="$data/logmel/$split/feats.scp" --cmvn logmel="$data/logmel/$split/cmvn.scp")
+      s+=(--stream logmel="$(table logmel "$split")" --cmvn logmel="$(table cmvn "$split")")
     fi
     targets=()   # a split never aligned (test) has recordings, not targets
     if [ -n "$(stream_scp pdf_ali "$split")" ]; then
       pdfs=$num_pdfs; if [ -f "$lang/num_pdfs" ]; then pdfs=$(cat "$lang/num_pdfs"); fi
-      targets=(--ali "$(stream_scp pdf_ali "$split")" --num-pdfs "$pdfs")
+      targets=(--ali "$(table pdf_ali "$split")" --num-pdfs "$pdfs")
     elif [ -n "$first_archives" ]; then   # realigned, no targets: the first network's archive as it is
       first=$first_archives; [[ $first = /* ]] || first=$PWD/$first
       mkdir -p "$archives"; ln -sfn "$first/$split.h5" "$archives/$split.h5"
@@ -402,7 +420,7 @@ hybrid_archive() {
     fi
     done_or_run "archive-$split" "$archives" \
       asrtrain prepare archive "$archives/$split.h5" "${o[@]}" "${s[@]}" \
-        --utt2spk "$data/logmel/$split/utt2spk" "${targets[@]}"
+        --utt2spk "$(table utt2spk "$split")" "${targets[@]}"
   done
 }
 

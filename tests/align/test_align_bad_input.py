@@ -99,3 +99,15 @@ def test_audio_too_short_for_its_phones_is_counted_and_listed(tiny_corpus, tiny_
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"{utt} too short for its phones" in (out / "train" / "failed.txt").read_text()
     assert "too short for its phones: 1" in proc.stderr
+
+
+def test_a_training_copy_named_as_another_split_is_refused(tiny_corpus, tiny_mfcc, tmp_path,
+                                                          run_cli) -> None:
+    """``--extra`` shares the splits' names (alignment dirs, fmllr/<name>): a name taken by train
+    or by a --split is refused before anything is written."""
+    for clash in (["--extra", f"train={tiny_mfcc / 'dev'}"],
+                  ["--split", f"dev={tiny_mfcc / 'dev'}", "--extra", f"dev={tiny_mfcc / 'test'}"]):
+        proc = run_cli("prepare", "align", tiny_corpus / "dict", tiny_mfcc / "train",
+                       tmp_path / "ali", *QUICK, *clash)
+        assert proc.returncode == 2 and "'--extra'" in proc.stderr, proc.stderr
+        assert not (tmp_path / "ali").exists()

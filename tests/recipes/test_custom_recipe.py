@@ -124,6 +124,35 @@ def test_yesno_reaches_zero_wer_at_the_dev_picked_setting_then_transcribes(tmp_p
     assert sum(hyp[u] != ref[u] for u in ref) <= 1
 
 
+@needs_yesno
+def test_speed_perturbed_copies_for_the_network_only(tmp_path: Path) -> None:
+    """--speed-perturb network (Kaldi's nnet recipes: the GMMs on the originals, data_sp aligned
+    by the SAT GMM): the ladder trains on train alone, the 0.9 and 1.1 copies are aligned with
+    the SAT rung and their fMLLR from their transcripts, and train's archive holds all three."""
+    recipe = copy_recipe(tmp_path)
+    data = yesno_dirs(tmp_path)
+    run(recipe / "run.sh", "--config", "conf/yesno.conf", "--train", data / "train",
+        "--test", data / "test", "--dict", data / "dict", "--lm-text", data / "lm_text",
+        "--speed-perturb", "network", "--stop-stage", 5)
+    report = json.loads((recipe / "exp/ali/report.json").read_text())
+    train = (recipe / "data/train/utt2spk").read_text().splitlines()
+    copies = (recipe / "data/train_sp_copies/utt2spk").read_text().splitlines()
+    assert len(copies) == 2 * len(train)
+    assert {ln.split("-")[0] for ln in copies} == {"sp0.9", "sp1.1"}
+    assert report["splits"]["sp"]["training_copy"] is True
+    assert report["splits"]["sp"]["aligned"] == len(copies)
+    assert report["splits"]["train"]["aligned"] == len(train)   # the ladder: the originals only
+    assert set(report["sat_fmllr"]) == {"train", "sp"}
+    assert (recipe / "data/lang/pdf_ali/sp.scp").is_file()
+    from asrtrain.data.archive import Archive
+    with Archive(recipe / "data/archives/train.h5") as arch:
+        names = [u[0] for u in arch.utterances]
+        assert arch.has_targets and not arch.skipped
+    assert len(names) == 3 * len(train) and len(set(names)) == len(names)
+    with Archive(recipe / "data/archives/dev.h5") as arch:
+        assert not any(u[0].startswith("sp") for u in arch.utterances)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("rate", [16000, 8000])
 def test_a_synthesized_corpus_laid_out_as_a_users_data_dirs(small_corpus: Path, tmp_path: Path,

@@ -1,5 +1,6 @@
 # Stage 0 of recipes/custom (sourced by ../utils/hybrid.sh): dev held out of train when no
-# --dev is given, the three dirs checked against each other, train speed-perturbed if asked.
+# --dev is given, the three dirs checked against each other, train speed-perturbed if asked
+# (network: the 0.9 and 1.1 copies alone, a split of their own beside train).
 echo "=== stage $1: data dirs (train $train, dev ${dev:-held out of train}, test $test)"
 if [ -z "$dev" ]; then
   n=$dev_speakers
@@ -15,4 +16,8 @@ asrtrain prepare check-dirs --train "$base_train" --dev "$dev_dir" --test "$test
 if [ "$speed_perturb" = true ]; then
   done_or_run perturb "$train_dir" \
     asrtrain prepare perturb "$base_train" "$train_dir" --speeds 0.9,1.0,1.1
+fi
+if [ "$speed_perturb" = network ]; then
+  done_or_run perturb "$sp_dir" \
+    asrtrain prepare perturb "$base_train" "$sp_dir" --speeds 0.9,1.1
 fi
