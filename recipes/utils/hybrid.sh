@@ -388,11 +388,12 @@ stream_scp() {   # stream_scp NAME SPLIT: a recipe's own ${split}_${name}_scp (s
 }
 
 table() {   # table NAME SPLIT: stream_scp, train's joined with its copies' (one file of their lines)
-  local s files=() out=$data/train_with_copies/$1
+  local s files=() dir=$data/train_with_copies
   [ "$2" = train ] && [ -n "$train_copies" ] || { stream_scp "$1" "$2"; return; }
+  if [ "$1" = pdf_ali ]; then dir=$lang/pdf_ali; fi   # beside its tree_id, which the archive records
   for s in train $train_copies; do files+=("$(stream_scp "$1" "$s")"); done
-  mkdir -p "$data/train_with_copies"; cat "${files[@]}" > "$out.tmp"; mv "$out.tmp" "$out"
-  echo "$out"
+  mkdir -p "$dir"; cat "${files[@]}" > "$dir/train_with_copies.$1.tmp"
+  mv "$dir/train_with_copies.$1.tmp" "$dir/train_with_copies.$1"; echo "$dir/train_with_copies.$1"
 }
 
 hybrid_archive() {

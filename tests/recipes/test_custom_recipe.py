@@ -148,6 +148,8 @@ def test_speed_perturbed_copies_for_the_network_only(tmp_path: Path) -> None:
     with Archive(recipe / "data/archives/train.h5") as arch:
         names = [u[0] for u in arch.utterances]
         assert arch.has_targets and not arch.skipped
+        tree = (recipe / "data/lang/pdf_ali/tree_id").read_text().strip()
+        assert arch.h5.attrs["tree_id"] == tree   # what train checks against dev's
     assert len(names) == 3 * len(train) and len(set(names)) == len(names)
     with Archive(recipe / "data/archives/dev.h5") as arch:
         assert not any(u[0].startswith("sp") for u in arch.utterances)
