@@ -5,7 +5,9 @@ absolute path), its CMVN and its i-vector period. Beside each scp, the command t
 it left its resolved options (``prepare-features.config.yaml``, ``prepare-ivectors…``,
 ``prepare-fmllr…``, ``prepare-fmllr-feats…``): those say how to compute the stream again
 from audio, with which extractor or fMLLR model. The aligner's own SAT features
-(``ALI/fmllr/<split>/feats.scp``) are known by ``ALI/prepare-align.config.yaml``.
+(``ALI/fmllr/<split>/feats.scp``) are known by ``ALI/prepare-align.config.yaml``. A table
+joined from others (a recipe's train with its speed-perturbed copies) names its parts in
+``parts.txt`` beside it; they must all have been computed the same way.
 
 A SAT stream needs more than its model: the GMM first pass that gave the recognised
 speakers their transforms. That is found in the records of a held-out split's stream (the
@@ -25,11 +27,14 @@ from typing import Any
 from asrtrain.align.output import ALIGN_RECORD
 from asrtrain.core.config import read_record
 from asrtrain.core.errors import InputError
+from asrtrain.core.textio import read_lines
 from asrtrain.transcribe.settings import STREAM_FILES, StreamSpec
 
 #: The record each stream-writing command leaves in its output directory.
 RECORDS = {"features": "prepare-features.config.yaml", "ivector": "prepare-ivectors.config.yaml",
            "fmllr": "prepare-fmllr.config.yaml", "sat": "prepare-fmllr-feats.config.yaml"}
+#: Beside a joined table: the tables it joins, one scp a line.
+JOINED_PARTS = "parts.txt"
 #: ``decode``'s record, in its output directory.
 DECODE_RECORD = "decode.config.yaml"
 #: fMLLR estimation options carried to new recordings (prepare fmllr's names).
@@ -93,6 +98,8 @@ def stream_source(entry: dict[str, Any]) -> Source:
     name, scp = str(entry["name"]), Path(str(entry.get("scp", "")))
     src = scp.parent
     cmvn = entry.get("cmvn")
+    if (src / JOINED_PARTS).is_file():
+        return _joined_source(entry, src / JOINED_PARTS)
     if (src / RECORDS["features"]).is_file():
         feats = feature_options(read_record(src / RECORDS["features"]))
         return Source(StreamSpec(name, "features", feats, cmvn=cmvn), {})
@@ -117,6 +124,20 @@ def stream_source(entry: dict[str, Any]) -> Source:
                      "aligner's SAT features)", scp)
 
 
+def _joined_source(entry: dict[str, Any], parts_file: Path) -> Source:
+    """The source of a joined table: its parts', which must agree (train and its
+    speed-perturbed copies are computed by the same commands and models)."""
+    parts = [line.strip() for line in read_lines(parts_file) if line.strip()]
+    if not parts:
+        raise InputError("names no tables", parts_file)
+    sources = [stream_source({**entry, "scp": part}) for part in parts]
+    for part, other in zip(parts[1:], sources[1:], strict=True):
+        if other != sources[0]:
+            raise InputError(f"stream {entry['name']!r}: {part} was not computed as {parts[0]}",
+                             parts_file)
+    return sources[0]
+
+
 def _files(kind: str, model_dir: Path) -> dict[str, Path]:
     return {name: model_dir / name for name in STREAM_FILES[kind]}
 
@@ -138,7 +159,7 @@ def sat_stream(scp: Path) -> tuple[Path, Path] | None:
         return None
     rec = read_record(record)
     dirs = {"train": rec.get("train")}
-    for item in rec.get("splits") or []:
+    for item in [*(rec.get("splits") or []), *(rec.get("extras") or [])]:
         key, _, value = str(item).partition("=")
         dirs[key] = value
     if not dirs.get(src.name):

@@ -128,12 +128,14 @@ def test_yesno_reaches_zero_wer_at_the_dev_picked_setting_then_transcribes(tmp_p
 def test_speed_perturbed_copies_for_the_network_only(tmp_path: Path) -> None:
     """--speed-perturb network (Kaldi's nnet recipes: the GMMs on the originals, data_sp aligned
     by the SAT GMM): the ladder trains on train alone, the 0.9 and 1.1 copies are aligned with
-    the SAT rung and their fMLLR from their transcripts, and train's archive holds all three."""
+    the SAT rung and their fMLLR from their transcripts, train's archive holds all three, and
+    the model trained on it is exported as any other (its joined tables name their parts)."""
     recipe = copy_recipe(tmp_path)
     data = yesno_dirs(tmp_path)
-    run(recipe / "run.sh", "--config", "conf/yesno.conf", "--train", data / "train",
-        "--test", data / "test", "--dict", data / "dict", "--lm-text", data / "lm_text",
-        "--speed-perturb", "network", "--stop-stage", 5)
+    out = run(recipe / "run.sh", "--config", "conf/yesno.conf", "--train", data / "train",
+              "--test", data / "test", "--dict", data / "dict", "--lm-text", data / "lm_text",
+              "--speed-perturb", "network", "--epochs", 5)
+    print(f"\nyesno, copies for the network: {last_wer(out.stdout)}")
     report = json.loads((recipe / "exp/ali/report.json").read_text())
     train = (recipe / "data/train/utt2spk").read_text().splitlines()
     copies = (recipe / "data/train_sp_copies/utt2spk").read_text().splitlines()
@@ -153,6 +155,9 @@ def test_speed_perturbed_copies_for_the_network_only(tmp_path: Path) -> None:
     assert len(names) == 3 * len(train) and len(set(names)) == len(names)
     with Archive(recipe / "data/archives/dev.h5") as arch:
         assert not any(u[0].startswith("sp") for u in arch.utterances)
+    settings = json.loads((recipe / "exp/model/settings.json").read_text())
+    assert [s["name"] for s in settings["streams"]] == ["fmllr", "logmel"]
+    assert manifest.verify(recipe / "exp/model")["files"].keys() >= {"final.pt", "sat/sat.pt"}
 
 
 @pytest.mark.slow
