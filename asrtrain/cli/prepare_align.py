@@ -102,8 +102,8 @@ def _split_dirs(value: tuple[str, ...], option: str = "--split") -> dict[str, Pa
                    "from the SAT first pass instead and pass --no-held-out-sat-feats.")
 @click.pass_context
 def align(ctx: click.Context, dict_dir: Path, train: Path, out: Path, splits: tuple[str, ...],
-          extras: tuple[str, ...], stages: str, oov: str | None, phones: Path | None, mono_gauss: int, mono_iters: int,
-          mono_utts: int,
+          extras: tuple[str, ...], stages: str, oov: str | None, phones: Path | None,
+          mono_gauss: int, mono_iters: int, mono_utts: int,
           leaves: int, tree_kind: str, retree: bool, gauss: int, iters: int, beam: float, retry_beam: float, last_beam: float,
           max_lost: float, nj: int, job_cmd: str | None, listen: str | None,
           connect_timeout: float, reference: Path | None, held_out_sat_feats: bool,

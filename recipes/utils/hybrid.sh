@@ -270,7 +270,7 @@ hybrid_features() {
 
 hybrid_align() {
   [ "$alignments" = learned ] || return 0
-  echo "=== stage $1: alignments from nothing ($ali_stages: $ali_leaves leaves, $ali_gauss Gaussians) of train and ${ali_splits:-no other split}"
+  echo "=== stage $1: alignments from nothing ($ali_stages: $ali_leaves leaves, $ali_gauss Gaussians) of train and ${ali_splits:-no other split}${train_copies:+, and the training copies $train_copies}"
   local s o=() split_opt=()
   for s in $ali_splits; do split_opt+=(--split "$s=$data/mfcc/$s"); done
   for s in $train_copies; do split_opt+=(--extra "$s=$data/mfcc/$s"); done
