@@ -390,12 +390,12 @@ stream_scp() {   # stream_scp NAME SPLIT: a recipe's own ${split}_${name}_scp (s
 table() {   # table NAME SPLIT: stream_scp, train's joined with its copies' (one table of their lines)
   local s files=() dir=$data/train_with_copies/$1 file=table.scp
   [ "$2" = train ] && [ -n "$train_copies" ] || { stream_scp "$1" "$2"; return; }
-  # targets beside their tree_id, which the archive records; a stream's parts named beside it
-  # (parts.txt: export reads how each was computed)
+  # targets beside their tree_id, which the archive records; an input stream's parts named
+  # beside it (parts.txt: export reads how each was computed)
   if [ "$1" = pdf_ali ]; then dir=$lang/pdf_ali file=train_with_copies.scp; fi
   for s in train $train_copies; do files+=("$(stream_scp "$1" "$s")"); done
   mkdir -p "$dir"; cat "${files[@]}" > "$dir/$file.tmp"; mv "$dir/$file.tmp" "$dir/$file"
-  if [ "$1" != pdf_ali ]; then readlink -f "${files[@]}" > "$dir/parts.txt"; fi
+  case "$1" in fmllr|ivector|logmel) readlink -f "${files[@]}" > "$dir/parts.txt" ;; esac
   echo "$dir/$file"
 }
 
