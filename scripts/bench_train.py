@@ -168,16 +168,23 @@ class StepClock(Hooks):
 
 
 def trainer_loop(cfg: ModelConfig, batch: int, steps: int, warmup: int, device: torch.device,
-                 precision: str, root: Path, threads: int | None, profile: bool = False) -> float:
-    """Frames/s of ``Trainer.fit`` (single learner) at the same model and batch."""
+                 precision: str, root: Path, threads: int | None, profile: bool = False,
+                 cuda_graph: bool = True) -> float:
+    """Frames/s of ``Trainer.fit`` (single learner) at the same model and batch; on a GPU with
+    ``cuda_graph`` its step replayed as a CUDA graph (the default), timed after the capture."""
     from asrtrain.data.synthetic import write_random_archive
     from asrtrain.train.config import TrainConfig
+    from asrtrain.train.graph_step import WARMUP_STEPS
     from asrtrain.train.trainer import train
+
+    if cuda_graph and device.type == "cuda":
+        warmup = max(warmup, WARMUP_STEPS + 2)  # the eager warm-up and the capture stay untimed
 
     archive = write_random_archive(root / f"b{batch}.h5", batch * (steps + warmup), cfg.input_dim, cfg.num_pdfs)
     tcfg = TrainConfig(archive=archive, exp=root / f"exp{batch}", epochs=1, batch=batch, base_batch=batch,
                        lr=0.01, warmup_epochs=0, model=cfg, log_every=50, resume=False, precision=precision,
-                       num_threads=threads, block_chunks=max(1024, batch), max_steps_per_epoch=steps + warmup)
+                       num_threads=threads, block_chunks=max(1024, batch), max_steps_per_epoch=steps + warmup,
+                       cuda_graph=cuda_graph, tensorboard=False)
     clock = StepClock(warmup, steps + warmup, device, profile)
     train(tcfg, hooks=clock)
     archive.unlink()
@@ -233,9 +240,11 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--peak-tflops", type=float, default=None, help="override the device's peak")
-    ap.add_argument("--profile", action="store_true", help="print torch.profiler's table of the Trainer's steps")
+    ap.add_argument("--profile", action="store_true",
+                    help="print torch.profiler's table of the Trainer's steps (with --graph on a GPU: of its eager steps)")
     ap.add_argument("--graph", action="store_true",
-                    help="on a GPU, also time the raw step captured as one CUDA graph (launch gaps removed)")
+                    help="on a GPU, also time the raw step captured as one CUDA graph (launch gaps removed) "
+                         "and the Trainer without its own graph (--no-cuda-graph)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--archive", type=Path, default=None,
                     help="time `asrtrain train` on this archive instead of the Trainer on random chunks "
@@ -279,8 +288,9 @@ def main() -> None:
                     trainers.append(real)
                     padded.append(slots)
                     continue
+                both = args.graph and device.type == "cuda"  # then the profile is of the eager Trainer
                 trainers.append(trainer_loop(cfg, batch, steps, args.warmup, device, args.precision or "auto",
-                                             Path(tmp), args.threads, profile=args.profile and not trainers))
+                                             Path(tmp), args.threads, profile=args.profile and not trainers and not both))
             raw, trn = statistics.median(raws), statistics.median(trainers)
             row = {"batch": batch, "raw_fps": round(raw), "trainer_fps": round(trn), "ratio": round(trn / raw, 3),
                    "ratios": [round(t / r, 3) for t, r in zip(trainers, raws, strict=True)],
@@ -291,6 +301,11 @@ def main() -> None:
                 print(f"batch {batch:6d}: raw step as one CUDA graph: "
                       + (f"{graphed:12,.0f} frames/s ({graphed / raw:.3f} of the raw loop)"
                          if isinstance(graphed, float) else f"capture failed ({graphed})"))
+                eager = trainer_loop(cfg, batch, steps, args.warmup, device, args.precision or "auto", Path(tmp),
+                                     args.threads, profile=args.profile, cuda_graph=False)
+                row["trainer_eager_fps"] = round(eager)
+                print(f"batch {batch:6d}: the Trainer without its CUDA graph (--no-cuda-graph): "
+                      f"{eager:12,.0f} frames/s ({eager / raw:.3f} of the raw loop)")
             if padded:
                 row["cli_padded_ratio"] = round(statistics.median(padded) / raw, 3)
                 print(f"batch {batch:6d}: asrtrain train counting padding as the raw loop does: "

@@ -182,6 +182,9 @@ def _show(title: str, plan: dict[str, Any]) -> None:
                    "(tensorboard --logdir EXP).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=_t("precision"),
               show_default=True, help="auto: bf16 autocast on GPU, fp32 on CPU.")
+@click.option("--cuda-graph/--no-cuda-graph", default=_t("cuda_graph"), show_default=True,
+              help="On a GPU, capture the training step once as a CUDA graph and replay it (one learner's "
+                   "own model, without SpecAugment or dropout; else the plain step).")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads.")
 @click.option("--block-chunks", type=click.IntRange(min=1), default=None,
               help="Chunks per loader block (default: the loader's).")

@@ -71,6 +71,7 @@ class TrainConfig:
     block_chunks: int | None = None  # loader block size (None: the loader's default)
     prefetch: int | None = None      # loader prefetch depth (None: the loader's default)
     precision: str = "auto"          # "auto": bf16 autocast on GPU, fp32 on CPU
+    cuda_graph: bool = True          # on a GPU, the step replayed as one CUDA graph where it can be (graph_step.py)
     num_threads: int | None = None   # torch intra-op threads (None: leave torch's setting)
     valid_batch: int = 256           # chunks per held-out batch
     max_steps_per_epoch: int | None = None  # cut epochs short (smoke tests, benchmarks)

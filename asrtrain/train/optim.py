@@ -27,8 +27,9 @@ def make_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float, m
         return torch.optim.SGD(params, lr=lr, momentum=momentum, nesterov=nesterov,
                                weight_decay=weight_decay, fused=fused)
     if name == "adam":
+        # capturable: its step may be recorded in a CUDA graph (train/graph_step.py); SGD needs no flag
         return torch.optim.AdamW(params, lr=lr, betas=(momentum, ADAM_BETA2),
-                                 weight_decay=weight_decay, fused=fused)
+                                 weight_decay=weight_decay, fused=fused, capturable=device.type == "cuda")
     raise ValueError(f"unknown optimizer {name!r}: one of {', '.join(OPTIMIZERS)}")
 
 

@@ -45,11 +45,12 @@ from asrtrain.data.streams import InputSelection, select_streams
 from asrtrain.distributed.base import Strategy
 from asrtrain.model.blstm import BLSTM
 from asrtrain.model.io import save_final
-from asrtrain.train import checkpoint, learner_figures
+from asrtrain.train import checkpoint, graph_step, learner_figures
 from asrtrain.train.augment import SpecMasker, spec_masker
 from asrtrain.train.config import TrainConfig
 from asrtrain.train.device import DeviceBatch, StepFigures, ahead
 from asrtrain.train.events import open_sink
+from asrtrain.train.graph_step import CapturedStep, Outputs
 from asrtrain.train.hooks import Hooks
 from asrtrain.train.metrics import EpochBar, MetricsLog, StepWindow, epoch_row, epoch_summary
 from asrtrain.train.optim import make_optimizer
@@ -119,6 +120,7 @@ class Trainer:
                                         self.cfg.momentum, self.cfg.nesterov, self.cfg.weight_decay,
                                         self.device)
         self.figures = StepFigures(self.device)
+        self.captured: CapturedStep | None = None  # the CUDA-graph step, made by fit()
         self.masker = self._masker()
         loader_opts: dict[str, Any] = {k: v for k, v in (("block_chunks", self.cfg.block_chunks),
                                                          ("prefetch", self.cfg.prefetch)) if v is not None}
@@ -179,6 +181,7 @@ class Trainer:
         cfg, strategy, hooks = self.cfg, self.strategy, hooks or Hooks[Trainer]()
         self.metrics = self._metrics_log(self.start_epoch - 1, self.step) if strategy.is_main else None
         net = strategy.wrap(self.model)
+        self.captured = self._captured_step(net)
         self.model.train()
         hooks.start(self)
         try:
@@ -268,20 +271,43 @@ class Trainer:
     def train_step(self, net: torch.nn.Module, batch: DeviceBatch, lr: float) -> None:
         """One optimizer step at rate ``lr``, with no host sync (figures go to :attr:`figures`).
         With ``--spec-augment`` the batch is masked first (``batch.x`` becomes what the model saw)."""
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
         if self.masker is not None:
             batch.x = self.masker(batch.x)
-        with autocast(self.device, self.dtype):
-            logits = net(batch.x)
-        loss_sum, _, correct = frame_loss(logits, batch.y, self.cfg.label_smoothing)
-        self.optimizer.zero_grad(set_to_none=True)
-        (loss_sum / self.strategy.loss_denominator(batch.frames)).backward()
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip) if self.cfg.clip > 0 else None
-        self.optimizer.step()
+        denominator = self.strategy.loss_denominator(batch.frames)
+        out = self.captured(batch.x, batch.y, lr, denominator) if self.captured is not None else None
+        if out is None:
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            out = self._step_math(net, batch.x, batch.y, denominator, True)
+        loss_sum, correct, norm = out
         self.step += 1
         self.figures.add(self.step, loss_sum, correct, norm, batch.frames)
         self.strategy.after_step(self.model, self.step)
+
+    def _step_math(self, net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, denominator: Any,
+                   cache: bool) -> Outputs:
+        """Forward, loss, backward, clipping and the optimizer: the step eager or captured runs.
+        ``cache=False`` inside a capture (autocast's weight-cast cache cannot outlive it)."""
+        with autocast(self.device, self.dtype, cache=cache):
+            logits = net(x)
+        loss_sum, _, correct = frame_loss(logits, y, self.cfg.label_smoothing)
+        self.optimizer.zero_grad(set_to_none=True)
+        (loss_sum / denominator).backward()
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip) if self.cfg.clip > 0 else None
+        self.optimizer.step()
+        return loss_sum, correct, norm
+
+    def _captured_step(self, net: torch.nn.Module) -> CapturedStep | None:
+        """The CUDA-graph step when ``--cuda-graph`` and this learner's step allows it."""
+        if not self.cfg.cuda_graph:
+            return None
+        reason = graph_step.why_not(self.device, net is self.model, self.masker is not None,
+                                    self.cfg.model.dropout)
+        if reason:
+            if self.device.type == "cuda":
+                log.info("training step not captured as a CUDA graph: %s", reason)
+            return None
+        return CapturedStep(lambda x, y, d, cache: self._step_math(net, x, y, d, cache), self.optimizer, self.device)
 
     def _read_figures(self, epoch: int, totals: list[float], window: StepWindow) -> float:
         """Read the device figures (one sync), stop on a non-finite step; returns the loss per frame."""
