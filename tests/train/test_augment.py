@@ -110,7 +110,7 @@ class Batches(Hooks):
         self.x: list[np.ndarray] = []
 
     def after_step(self, trainer, x, y, lr) -> None:
-        self.x.append(x.numpy().copy())
+        self.x.append(x.cpu().numpy().copy())
 
 
 def test_training_batches_are_masked_held_out_never(stream_archives, tmp_path: Path) -> None:
@@ -124,7 +124,9 @@ def test_training_batches_are_masked_held_out_never(stream_archives, tmp_path: P
     # the held-out figure is the unmasked held-out set's: what evaluate gives the saved model
     final = load_final(tmp_path / "exp" / "final.pt")
     loss, frames, _ = evaluate(final.model, Archive(stream_archives[1]), 256, torch.device("cpu"), None)
-    assert result.history[-1]["valid_loss"] == pytest.approx(loss / frames, rel=1e-6)
+    # trained on a GPU, the held-out pass ran there: cuDNN's sums differ from the CPU's in the 6th digit
+    rel = 1e-4 if torch.cuda.is_available() else 1e-6
+    assert result.history[-1]["valid_loss"] == pytest.approx(loss / frames, rel=rel)
     assert final.meta["train_config"]["spec_augment"] == HEAVY
 
 
