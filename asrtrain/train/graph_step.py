@@ -6,7 +6,10 @@ kept 0.54 of the raw loop's speed at batch 128; the raw step replayed as a graph
 A graph replays forward, loss, backward, clipping and the optimizer as recorded, so it needs
 fixed shapes and fixed addresses:
 
-- the batch is copied into static tensors; a batch of another shape takes the eager step;
+- the batch is copied into static tensors of the learner's full batch; a short batch (an
+  epoch's last) is padded with chunks whose targets are all ``IGNORE_INDEX``, which add nothing
+  to the loss, the gradient or the figures (an eager step beside the graph would hold a second
+  step's activations: 55 GB more for the paper's model at batch 8,192);
 - the rate and the loss's denominator change every step: device scalars filled before each
   replay (the optimizer reads its rate from a tensor while capturing);
 - the optimizer's state must exist before capture: the first steps run eagerly (on a side
@@ -24,6 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from asrtrain.data.loader import IGNORE_INDEX
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +55,28 @@ def why_not(device: torch.device, own_model: bool, spec_augment: bool, dropout: 
     return None
 
 
+def fill(static_x: torch.Tensor, static_y: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> None:
+    """Copy a batch of at most the static tensors' rows into them; the rows past it become
+    padding chunks (zero input, every target ``IGNORE_INDEX``)."""
+    rows = x.shape[0]
+    static_x[:rows].copy_(x, non_blocking=True)
+    static_y[:rows].copy_(y, non_blocking=True)
+    if rows < static_x.shape[0]:
+        static_x[rows:].zero_()
+        static_y[rows:].fill_(IGNORE_INDEX)
+
+
 class CapturedStep:
-    """``fn`` at one batch shape, run eagerly for :data:`WARMUP_STEPS` steps, then replayed.
+    """``fn`` at the learner's full batch of ``rows`` chunks, run eagerly for
+    :data:`WARMUP_STEPS` steps, then captured and replayed (short batches padded).
 
     Call it with each batch; it returns the step's outputs, or None when the caller must run
-    the eager step itself (another shape, or the capture failed: said once in the log).
+    the eager step itself (before the capture, a batch of another chunk shape, or a failed
+    capture: said once in the log).
     """
 
-    def __init__(self, fn: StepFn, optimizer: torch.optim.Optimizer, device: torch.device) -> None:
-        self.fn, self.optimizer, self.device = fn, optimizer, device
-        self.shape: tuple[torch.Size, torch.Size] | None = None
+    def __init__(self, fn: StepFn, optimizer: torch.optim.Optimizer, device: torch.device, rows: int) -> None:
+        self.fn, self.optimizer, self.device, self.rows = fn, optimizer, device, rows
         self.warm = 0
         self.graph: torch.cuda.CUDAGraph | None = None
         self.failed: str | None = None
@@ -68,20 +85,19 @@ class CapturedStep:
         self.out: Outputs | None = None
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor, lr: float, denominator: float) -> Outputs | None:
-        if self.failed is not None:
-            return None
-        if self.shape is None:
-            self.shape = (x.shape, y.shape)
-        if (x.shape, y.shape) != self.shape:
+        if self.failed is not None or x.shape[0] > self.rows:
             return None
         if self.graph is None:
+            if x.shape[0] < self.rows:
+                return None  # captured at the full batch only
             if self.warm < WARMUP_STEPS:
                 self.warm += 1
                 return self._side_stream(x, y, lr, denominator)
             if not self._capture(x, y, lr, denominator):
                 return None
-        self.static["x"].copy_(x, non_blocking=True)
-        self.static["y"].copy_(y, non_blocking=True)
+        if x.shape[1:] != self.static["x"].shape[1:] or y.shape[1:] != self.static["y"].shape[1:]:
+            return None
+        fill(self.static["x"], self.static["y"], x, y)
         self.static["lr"].fill_(lr)
         self.static["denominator"].fill_(denominator)
         for group in self.optimizer.param_groups:  # what a checkpoint or a log reads

@@ -307,7 +307,8 @@ class Trainer:
             if self.device.type == "cuda":
                 log.info("training step not captured as a CUDA graph: %s", reason)
             return None
-        return CapturedStep(lambda x, y, d, cache: self._step_math(net, x, y, d, cache), self.optimizer, self.device)
+        return CapturedStep(lambda x, y, d, cache: self._step_math(net, x, y, d, cache), self.optimizer, self.device,
+                            rows=self.cfg.per_learner_batch(self.strategy.world_size))
 
     def _read_figures(self, epoch: int, totals: list[float], window: StepWindow) -> float:
         """Read the device figures (one sync), stop on a non-finite step; returns the loss per frame."""

@@ -2,7 +2,8 @@
 
 The GPU tests train the same run twice through ``Trainer.fit`` (``--cuda-graph`` on and off)
 and compare the weights; the rate changes every step (warm-up by step), and the epoch's last
-batch is short, so the static rate and the eager fallback are both exercised.
+batch is short, so the static rate and the padded short batch are both exercised. On a CPU:
+a short batch padded as the graph's input is takes the step the batch itself takes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch
 
 from asrtrain.model.blstm import ModelConfig
 from asrtrain.train.config import TrainConfig
-from asrtrain.train.graph_step import WARMUP_STEPS, why_not
+from asrtrain.train.graph_step import WARMUP_STEPS, fill, why_not
 
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: CUDA-graph capture and replay")
 
@@ -34,6 +35,28 @@ def test_on_a_cpu_the_option_changes_nothing(learnable_archives: tuple[Path, Pat
     assert runs[0][1] is None and runs[1][1] is None  # nothing captured off a GPU
     for a, b in zip(runs[0][0], runs[1][0], strict=True):
         assert torch.equal(a, b)
+
+
+def test_a_short_batch_padded_to_the_full_batch_takes_the_same_step(learnable_archives: tuple[Path, Path],
+                                                                    tmp_path: Path) -> None:
+    from asrtrain.train.device import ahead
+    from asrtrain.train.trainer import Trainer
+
+    cfg = TrainConfig(archive=learnable_archives[0], exp=tmp_path / "exp", epochs=1, batch=12, base_batch=12,
+                      warmup_epochs=0, model=ModelConfig(hidden=16, layers=2, proj=8), tensorboard=False)
+    short, padded = Trainer(cfg), Trainer(cfg)  # the same seed: the same initial weights
+    full = next(ahead(short.loader.epoch(1), short.device))
+    x, y = full.x[:5], full.y[:5]
+    static_x, static_y = 7 + torch.randn_like(full.x), torch.randint_like(full.y, 0, 5)  # a previous batch's
+    fill(static_x, static_y, x, y)
+    frames = int((y >= 0).sum())
+    a = short._step_math(short.model, x, y, frames, True)
+    b = padded._step_math(padded.model, static_x, static_y, frames, True)
+    for name, u, v in zip(("loss", "correct", "gradient norm"), a, b, strict=True):
+        assert u is not None and v is not None
+        assert torch.allclose(u.double(), v.double(), rtol=1e-5), f"{name}: {u} against {v}"
+    for p, q in zip(short.model.parameters(), padded.model.parameters(), strict=True):
+        assert torch.allclose(p, q, rtol=1e-5, atol=1e-7)
 
 
 def _fit(archives: tuple[Path, Path], exp: Path, graph: bool, optimizer: str = "sgd", precision: str = "fp32"
