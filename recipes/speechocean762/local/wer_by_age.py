@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Test WER by speaker age group (children to 12, teenagers, adults), each decode at its
+dev-picked setting: a diagnosis of where a system's errors are, not a figure to tune on.
+
+speechocean762's data dirs carry ``spk2age``; the decode dirs are ``asrtrain decode`` outputs
+scored with ``asrtrain score --sweep … --pick-on …`` (their ``dev_picked_wer`` names the setting):
+
+    local/wer_by_age.py data/test corpus/test/spk2age sat=exp/gmm/decode_sat_test \\
+        blstm=exp/blstm_single/decode_test
+"""
+from __future__ import annotations
+
+import argparse
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from kaldialign import edit_distance
+
+GROUPS = ((12, "children (to 12)"), (17, "teenagers (13-17)"), (200, "adults (18+)"))
+
+
+def group(age: int) -> str:
+    return next(name for top, name in GROUPS if age <= top)
+
+
+def picked_hyps(decode: Path) -> dict[str, list[str]]:
+    """The hypotheses of the setting ``dev_picked_wer`` names (``wer_LMWT_WIP``)."""
+    line = (decode / "dev_picked_wer").read_text().splitlines()[0]
+    found = re.search(r"wer_(\S+)$", line)
+    if not found:
+        raise SystemExit(f"{decode}/dev_picked_wer: no wer_LMWT_WIP setting in its first line")
+    hyps = {}
+    for row in (decode / "hyp" / f"{found.group(1)}.txt").read_text().splitlines():
+        parts = row.split(maxsplit=1)
+        if parts:
+            hyps[parts[0]] = parts[1].split() if len(parts) > 1 else []
+    return hyps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("data", type=Path, help="the test data dir (text, utt2spk)")
+    ap.add_argument("spk2age", type=Path)
+    ap.add_argument("decodes", nargs="+", help="NAME=DECODE_DIR")
+    args = ap.parse_args()
+    refs = {u: r.split() for u, _, r in (line.partition(" ") for line in (args.data / "text").read_text().splitlines())}
+    spk = dict(line.split() for line in (args.data / "utt2spk").read_text().splitlines())
+    age = {s: int(a) for s, a in (line.split() for line in args.spk2age.read_text().splitlines())}
+    speakers = defaultdict(set)
+    for s in spk.values():
+        speakers[group(age[s])].add(s)
+    print("speakers: " + ", ".join(f"{g} {len(speakers[g])}" for _, g in GROUPS))
+    for item in args.decodes:
+        name, _, decode = item.partition("=")
+        hyps = picked_hyps(Path(decode))
+        errors: dict[str, int] = defaultdict(int)
+        words: dict[str, int] = defaultdict(int)
+        for utt, ref in refs.items():
+            g = group(age[spk[utt]])
+            errors[g] += edit_distance(ref, hyps.get(utt, []))["total"]  # a missing hyp: all deleted
+            words[g] += len(ref)
+        cells = [f"{g} {100 * errors[g] / words[g]:.2f}% ({words[g]} words)" for _, g in GROUPS if words[g]]
+        print(f"{name}: " + "; ".join(cells) + f"; all {100 * sum(errors.values()) / sum(words.values()):.2f}%")
+
+
+if __name__ == "__main__":
+    main()
