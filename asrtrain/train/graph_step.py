@@ -70,7 +70,7 @@ class CapturedStep:
     """``fn`` at the learner's full batch of ``rows`` chunks, run eagerly for
     :data:`WARMUP_STEPS` steps, then captured and replayed (short batches padded).
 
-    Call it with each batch; it returns the step's outputs, or None when the caller must run
+    Call it with each batch, the optimizer's rate already set to ``lr``; it returns the step's outputs, or None when the caller must run
     the eager step itself (before the capture, a batch of another chunk shape, or a failed
     capture: said once in the log).
     """
@@ -92,7 +92,7 @@ class CapturedStep:
                 return None  # captured at the full batch only
             if self.warm < WARMUP_STEPS:
                 self.warm += 1
-                return self._side_stream(x, y, lr, denominator)
+                return self._side_stream(x, y, denominator)
             if not self._capture(x, y, lr, denominator):
                 return None
         if x.shape[1:] != self.static["x"].shape[1:] or y.shape[1:] != self.static["y"].shape[1:]:
@@ -100,17 +100,14 @@ class CapturedStep:
         fill(self.static["x"], self.static["y"], x, y)
         self.static["lr"].fill_(lr)
         self.static["denominator"].fill_(denominator)
-        for group in self.optimizer.param_groups:  # what a checkpoint or a log reads
-            group["lr"] = lr
         assert self.graph is not None and self.out is not None
         self.graph.replay()
         self.replays += 1
         return self.out
 
-    def _side_stream(self, x: torch.Tensor, y: torch.Tensor, lr: float, denominator: float) -> Outputs:
-        """An eager step off the default stream, as the warm-up before a capture must be."""
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+    def _side_stream(self, x: torch.Tensor, y: torch.Tensor, denominator: float) -> Outputs:
+        """An eager step off the default stream, as the warm-up before a capture must be (the
+        caller has set the optimizer's rate)."""
         main = torch.cuda.current_stream(self.device)
         side = torch.cuda.Stream(self.device)
         side.wait_stream(main)

@@ -273,11 +273,11 @@ class Trainer:
         With ``--spec-augment`` the batch is masked first (``batch.x`` becomes what the model saw)."""
         if self.masker is not None:
             batch.x = self.masker(batch.x)
+        for group in self.optimizer.param_groups:  # the eager step's rate, and what checkpoints read
+            group["lr"] = lr
         denominator = self.strategy.loss_denominator(batch.frames)
         out = self.captured(batch.x, batch.y, lr, denominator) if self.captured is not None else None
         if out is None:
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
             out = self._step_math(net, batch.x, batch.y, denominator, True)
         loss_sum, correct, norm = out
         self.step += 1

@@ -1,8 +1,9 @@
 """recipes/speechocean762/local/wer_by_age.py: each group's errors over its own words, at the
-setting the decode's dev_picked_wer names."""
+setting the decode's dev pick names."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,8 @@ def test_groups_count_their_own_errors_at_the_dev_picked_setting(tmp_path: Path)
     (tmp_path / "spk2age").write_text("kid 8\nteen 15\ngrown 30\n")
     decode = tmp_path / "decode"
     (decode / "hyp").mkdir(parents=True)
-    (decode / "dev_picked_wer").write_text("%WER 30.00 [ 3 / 10, 0 ins, 1 del, 2 sub ] x/wer_9_0.5\n")
+    (decode / "score").mkdir()
+    (decode / "score" / "dev_picked.json").write_text(json.dumps({"picked": {"name": "9_0.5"}}))
     (decode / "hyp" / "9_0.5.txt").write_text("c1 a b c x\na1 a b x d\n")  # t1 has no hypothesis
     (decode / "hyp" / "4_0.0.txt").write_text("c1 a b c d\nt1 a b\na1 a b c d e\n")  # another setting's
     out = subprocess.run([sys.executable, str(SCRIPT), str(data), str(tmp_path / "spk2age"), f"s={decode}"],

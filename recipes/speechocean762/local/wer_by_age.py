@@ -3,7 +3,8 @@
 dev-picked setting: a diagnosis of where a system's errors are, not a figure to tune on.
 
 speechocean762's data dirs carry ``spk2age``; the decode dirs are ``asrtrain decode`` outputs
-scored with ``asrtrain score --sweep … --pick-on …`` (their ``dev_picked_wer`` names the setting):
+scored with ``asrtrain score --sweep … --pick-on …`` (``score/dev_picked.json`` names the setting;
+the texts are read and the errors counted as ``asrtrain score`` does):
 
     local/wer_by_age.py data/test corpus/test/spk2age sat=exp/gmm/decode_sat_test \\
         blstm=exp/blstm_single/decode_test
@@ -11,11 +12,12 @@ scored with ``asrtrain score --sweep … --pick-on …`` (their ``dev_picked_wer
 from __future__ import annotations
 
 import argparse
-import re
+import json
 from collections import defaultdict
 from pathlib import Path
 
-from kaldialign import edit_distance
+from asrtrain.score.align import kaldi_counts
+from asrtrain.score.formats import read_text
 
 GROUPS = ((12, "children (to 12)"), (17, "teenagers (13-17)"), (200, "adults (18+)"))
 
@@ -25,17 +27,9 @@ def group(age: int) -> str:
 
 
 def picked_hyps(decode: Path) -> dict[str, list[str]]:
-    """The hypotheses of the setting ``dev_picked_wer`` names (``wer_LMWT_WIP``)."""
-    line = (decode / "dev_picked_wer").read_text().splitlines()[0]
-    found = re.search(r"wer_(\S+)$", line)
-    if not found:
-        raise SystemExit(f"{decode}/dev_picked_wer: no wer_LMWT_WIP setting in its first line")
-    hyps = {}
-    for row in (decode / "hyp" / f"{found.group(1)}.txt").read_text().splitlines():
-        parts = row.split(maxsplit=1)
-        if parts:
-            hyps[parts[0]] = parts[1].split() if len(parts) > 1 else []
-    return hyps
+    """The hypotheses of the setting ``asrtrain score --pick-on`` picked on dev."""
+    name = json.loads((decode / "score" / "dev_picked.json").read_text())["picked"]["name"]
+    return {u.id: u.words for u in read_text(decode / "hyp" / f"{name}.txt")}
 
 
 def main() -> None:
@@ -44,7 +38,7 @@ def main() -> None:
     ap.add_argument("spk2age", type=Path)
     ap.add_argument("decodes", nargs="+", help="NAME=DECODE_DIR")
     args = ap.parse_args()
-    refs = {u: r.split() for u, _, r in (line.partition(" ") for line in (args.data / "text").read_text().splitlines())}
+    refs = {u.id: u.words for u in read_text(args.data / "text")}
     spk = dict(line.split() for line in (args.data / "utt2spk").read_text().splitlines())
     age = {s: int(a) for s, a in (line.split() for line in args.spk2age.read_text().splitlines())}
     speakers = defaultdict(set)
@@ -58,7 +52,7 @@ def main() -> None:
         words: dict[str, int] = defaultdict(int)
         for utt, ref in refs.items():
             g = group(age[spk[utt]])
-            errors[g] += edit_distance(ref, hyps.get(utt, []))["total"]  # a missing hyp: all deleted
+            errors[g] += kaldi_counts(ref, hyps.get(utt, [])).err  # a missing hyp: all deleted
             words[g] += len(ref)
         cells = [f"{g} {100 * errors[g] / words[g]:.2f}% ({words[g]} words)" for _, g in GROUPS if words[g]]
         print(f"{name}: " + "; ".join(cells) + f"; all {100 * sum(errors.values()) / sum(words.values()):.2f}%")
