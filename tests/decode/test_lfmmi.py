@@ -132,6 +132,33 @@ def test_a_graph_of_another_tree_is_refused(trained, den_graph, tmp_path):
     assert not (tmp_path / "o" / "final.pt").exists()
 
 
+def test_a_model_trained_with_context_keeps_it_through_lfmmi(trained, den_graph, mini_lang_dec, tmp_path):
+    """A network trained with ``train --context C`` sees C frames of each neighbouring chunk:
+    LF-MMI must run it on those chunks (the steps differ from the same weights run bare) and
+    its model must keep C, so that ``decode`` gives it the context it was trained with."""
+    from asrtrain.model.io import load_final, save_final
+    from asrtrain.train.sequence import SequenceTrainer
+    from asrtrain.train.sequence_config import SequenceConfig
+
+    final, dev, _ = trained
+    train = final.parent / "train.h5"
+    base = load_final(final)
+    with_ctx = save_final(tmp_path / "ctx.pt", base.model, base.priors, base.layout,
+                          {**base.meta, "train_config": {"context": 3}})
+    opts = ["--epochs", "1", "--lr", "0.5", "--threads", "1", "--diagnostic-utts", "4"]
+    _cli("train-seq", final, train, den_graph, tmp_path / "bare", *opts)
+    _cli("train-seq", with_ctx, train, den_graph, tmp_path / "ctx", *opts)
+    out = load_final(tmp_path / "ctx" / "final.pt")
+    assert out.meta["train_config"]["context"] == 3
+    assert SequenceTrainer(tmp_path / "ctx" / "final.pt", train, den_graph, tmp_path / "x",
+                           SequenceConfig()).context == 3
+    bare = load_final(tmp_path / "bare" / "final.pt").model.state_dict()
+    assert any(not torch.equal(value, bare[name]) for name, value in out.model.state_dict().items())
+    printed = _cli("decode", tmp_path / "ctx" / "final.pt", mini_lang_dec / "graph", dev, tmp_path / "dec",
+                   "--nj", "1", "--lmwt", "10")
+    assert (tmp_path / "dec" / "hyp" / "10.txt").read_text(), printed
+
+
 def test_two_learners_take_the_steps_one_learner_takes(trained, den_graph, tmp_path):
     """SSGD in train-seq: each learner a share of every step's utterances, the gradients summed
     and the loss divided by the step's frames over both; the models end where one learner's does
