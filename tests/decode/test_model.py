@@ -52,3 +52,28 @@ def test_model_with_other_pdf_count_is_refused(trained, mini_lang_dec, tmp_path)
                        np.ones(num_pdfs + 5), [])
     with pytest.raises(InputError, match=f"the model has {num_pdfs + 5} outputs, the graph {num_pdfs} pdfs"):
         decode(DecodeConfig(graph=mini_lang_dec / "graph", out=tmp_path / "d", model=other, data=dev))
+
+
+def test_a_context_model_is_scored_with_its_context_by_decode_and_transcribe(trained, tmp_path):
+    """A model trained with ``--context C`` keeps C in its metadata; ``decode``'s scorer and
+    ``transcribe``'s network both read it there and give the same scores, which differ from the
+    same weights run on bare chunks."""
+    from asrtrain.data.shards import open_archive
+    from asrtrain.decode.loglikes import ModelScorer
+    from asrtrain.model.io import load_final, save_final
+    from asrtrain.transcribe.network import Network
+
+    final, dev, _ = trained
+    base = load_final(final)
+    ctx = save_final(tmp_path / "ctx.pt", base.model, base.priors, base.layout,
+                     {**base.meta, "train_config": {"context": 3}})
+    num_pdfs = base.config.num_pdfs
+    decode_scores, bare = ModelScorer(ctx, dev, num_pdfs), ModelScorer(final, dev, num_pdfs)
+    network = Network(ctx, num_pdfs, device="cpu")
+    assert decode_scores.context == network.context == 3 and bare.context == 0
+    transcribe_scores = network.scorer(open_archive(dev))
+    utts = [u for u, frames in decode_scores.utterances() if frames > 21][:3]   # several chunks
+    assert utts
+    for utt in utts:
+        np.testing.assert_allclose(transcribe_scores(utt), decode_scores(utt), rtol=1e-5, atol=1e-5)
+        assert not np.allclose(decode_scores(utt), bare(utt), atol=1e-4)
