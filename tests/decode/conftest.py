@@ -53,6 +53,17 @@ def trained(mini_lang_dec, tmp_path_factory):
     return fit_model(mini_lang_dec, tmp_path_factory.mktemp("model"))
 
 
+@pytest.fixture(scope="session")
+def trained_with_context(trained, tmp_path_factory) -> Path:
+    """``trained``'s model saved as one trained with ``train --context 3`` (the context is read
+    from ``train_config`` in its metadata, as for a model ``asrtrain train`` wrote)."""
+    from asrtrain.model.io import load_final, save_final
+
+    base = load_final(trained[0])
+    return save_final(tmp_path_factory.mktemp("context") / "ctx.pt", base.model, base.priors, base.layout,
+                      {**base.meta, "train_config": {"context": 3}})
+
+
 def fit_model(lang: Path, work: Path, dev_targets: bool = False) -> tuple[Path, Path, float]:
     """A BLSTM fitted to ``lang``'s train targets (features: each frame's pdf embedded, plus
     noise), 150 full-batch Adam steps: (final.pt, dev archive, last loss). Tests elsewhere

@@ -132,22 +132,20 @@ def test_a_graph_of_another_tree_is_refused(trained, den_graph, tmp_path):
     assert not (tmp_path / "o" / "final.pt").exists()
 
 
-def test_a_model_trained_with_context_keeps_it_through_lfmmi(trained, den_graph, mini_lang_dec, tmp_path):
+def test_a_model_trained_with_context_keeps_it_through_lfmmi(trained, trained_with_context, den_graph,
+                                                             mini_lang_dec, tmp_path):
     """A network trained with ``train --context C`` sees C frames of each neighbouring chunk:
     LF-MMI must run it on those chunks (the steps differ from the same weights run bare) and
     its model must keep C, so that ``decode`` gives it the context it was trained with."""
-    from asrtrain.model.io import load_final, save_final
+    from asrtrain.model.io import load_final
     from asrtrain.train.sequence import SequenceTrainer
     from asrtrain.train.sequence_config import SequenceConfig
 
     final, dev, _ = trained
     train = final.parent / "train.h5"
-    base = load_final(final)
-    with_ctx = save_final(tmp_path / "ctx.pt", base.model, base.priors, base.layout,
-                          {**base.meta, "train_config": {"context": 3}})
     opts = ["--epochs", "1", "--lr", "0.5", "--threads", "1", "--diagnostic-utts", "4"]
     _cli("train-seq", final, train, den_graph, tmp_path / "bare", *opts)
-    _cli("train-seq", with_ctx, train, den_graph, tmp_path / "ctx", *opts)
+    _cli("train-seq", trained_with_context, train, den_graph, tmp_path / "ctx", *opts)
     out = load_final(tmp_path / "ctx" / "final.pt")
     assert out.meta["train_config"]["context"] == 3
     assert SequenceTrainer(tmp_path / "ctx" / "final.pt", train, den_graph, tmp_path / "x",

@@ -54,25 +54,21 @@ def test_model_with_other_pdf_count_is_refused(trained, mini_lang_dec, tmp_path)
         decode(DecodeConfig(graph=mini_lang_dec / "graph", out=tmp_path / "d", model=other, data=dev))
 
 
-def test_a_context_model_is_scored_with_its_context_by_decode_and_transcribe(trained, tmp_path):
+def test_a_context_model_is_scored_with_its_context_by_decode_and_transcribe(trained, trained_with_context):
     """A model trained with ``--context C`` keeps C in its metadata; ``decode``'s scorer and
     ``transcribe``'s network both read it there and give the same scores, which differ from the
     same weights run on bare chunks."""
     from asrtrain.data.shards import open_archive
     from asrtrain.decode.loglikes import ModelScorer
-    from asrtrain.model.io import load_final, save_final
     from asrtrain.transcribe.network import Network
 
     final, dev, _ = trained
-    base = load_final(final)
-    ctx = save_final(tmp_path / "ctx.pt", base.model, base.priors, base.layout,
-                     {**base.meta, "train_config": {"context": 3}})
-    num_pdfs = base.config.num_pdfs
-    decode_scores, bare = ModelScorer(ctx, dev, num_pdfs), ModelScorer(final, dev, num_pdfs)
-    network = Network(ctx, num_pdfs, device="cpu")
+    decode_scores, bare = ModelScorer(trained_with_context, dev, None), ModelScorer(final, dev, None)
+    network = Network(trained_with_context, decode_scores.num_pdfs, device="cpu")
     assert decode_scores.context == network.context == 3 and bare.context == 0
-    transcribe_scores = network.scorer(open_archive(dev))
-    utts = [u for u, frames in decode_scores.utterances() if frames > 21][:3]   # several chunks
+    archive = open_archive(dev)
+    transcribe_scores = network.scorer(archive)
+    utts = [u for u, frames in decode_scores.utterances() if frames > archive.chunk][:3]   # several chunks
     assert utts
     for utt in utts:
         np.testing.assert_allclose(transcribe_scores(utt), decode_scores(utt), rtol=1e-5, atol=1e-5)

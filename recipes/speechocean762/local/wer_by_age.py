@@ -16,6 +16,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from asrtrain.data.kaldi_dir import read_table, read_utt2spk
 from asrtrain.score.align import kaldi_counts
 from asrtrain.score.formats import read_text
 
@@ -39,8 +40,8 @@ def main() -> None:
     ap.add_argument("decodes", nargs="+", help="NAME=DECODE_DIR")
     args = ap.parse_args()
     refs = {u.id: u.words for u in read_text(args.data / "text")}
-    spk = dict(line.split() for line in (args.data / "utt2spk").read_text().splitlines())
-    age = {s: int(a) for s, a in (line.split() for line in args.spk2age.read_text().splitlines())}
+    spk = read_utt2spk(args.data / "utt2spk")
+    age = {s: int(a) for s, a in read_table(args.spk2age).items()}
     speakers = defaultdict(set)
     for s in spk.values():
         speakers[group(age[s])].add(s)
