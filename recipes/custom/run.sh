@@ -58,6 +58,7 @@ lm_order=auto
 streams=auto          # the network's inputs (the sizes rule's), or a list of fmllr, ivector, logmel
 fmllr_source=auto     # the fMLLR stream's: sat (the SAT first pass) or global (the sizes rule's)
 hybrid_tree=auto      # the network's pdfs: questions (prepare tree), aligner (the SAT rung's) or counts (the sizes rule's)
+context=auto          # frames of each neighbouring chunk the network sees either side (train --context): the sizes rule's (10 from 2 h to 20 h)
 realign=false         # true: the trained network realigns train and dev, a second network trains on that
 lfmmi=auto            # true: then 2 epochs of lattice-free MMI (train-seq on a den graph), that network decoded; auto: the sizes rule's (from 2 h)
 ali_iters=15

@@ -133,7 +133,7 @@ dropout=${dropout-}
 spec_augment=${spec_augment-}
 label_smoothing=${label_smoothing-} # train --label-smoothing (empty: train's default, none)
 optimizer=${optimizer-}             # train --optimizer sgd|adam (empty: train's default, sgd)
-context=${context-}                 # frames of each neighbouring chunk a chunk is trained and decoded with (train --context)
+context=${context-}                 # frames of each neighbouring chunk a chunk is trained and decoded with (train --context; empty: train's 0; auto: the sizes rule's)
 strategy=${strategy-h-adpsgd}
 nproc=${nproc-4}
 group_size=${group_size-2}          # learners of a super-learner (h-adpsgd)
@@ -205,7 +205,7 @@ took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_
 
 size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr lr_schedule
             ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc plateau_stop select
-            hybrid_tree lfmmi"
+            hybrid_tree lfmmi context"
 lfmmi_sizes="lfmmi_utts_per_step lfmmi_nproc"   # the rule's too, needed only where lfmmi is not false
 needed_sizes() { echo "$size_names"; [ "$lfmmi" = false ] || echo "$lfmmi_sizes"; }
 hybrid_tree_asked=$hybrid_tree   # what the user passed (auto: the rule's, see apply_sizes)

@@ -9,6 +9,7 @@ import pytest
 from asrtrain.core.errors import InputError
 from asrtrain.data.sizes import (
     CHUNK_FRAMES,
+    CONTEXT_FRAMES,
     FRAMES_PER_GAUSSIAN,
     FRAMES_PER_HOUR,
     FRAMES_PER_LEAF,
@@ -65,6 +66,10 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     # lattice-free MMI from 2 h (speechocean762's 2.7 h gained on both seeds; its 40-minute cut: noise)
     assert [s["lfmmi"] for s in sizes] == ["false"] * 2 + ["true"] * 3
     assert cut["lfmmi"] == "false" and recipe_sizes(162 * FRAMES_PER_HOUR // 60)["lfmmi"] == "true"
+    # the chunks' context from 2 h to 20 h (speechocean762's 2.7 h, two seeds; the 40-minute cut:
+    # noise), the papers' bare chunks beyond
+    assert [s["context"] for s in sizes] == [0, 0, CONTEXT_FRAMES, 0, 0]
+    assert cut["context"] == 0 and recipe_sizes(162 * FRAMES_PER_HOUR // 60)["context"] == CONTEXT_FRAMES
 
 
 def test_small_corpora_get_a_batch_that_leaves_enough_steps_an_epoch() -> None:

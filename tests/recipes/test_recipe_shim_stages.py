@@ -48,6 +48,7 @@ streams=logmel
 fmllr_source=global
 hybrid_tree=questions
 lfmmi=false
+context=0
 lfmmi_utts_per_step=8
 lm_order=2
 strategy=single
@@ -217,3 +218,22 @@ def test_the_sizes_rule_turns_lfmmi_on(tmp_path: Path) -> None:
     sizes.write_text(sizes.read_text().replace("lfmmi_nproc=2\n", "") + "lfmmi=true\n")
     proc, _ = run_stages(tmp_path, 6, 6)   # the lfmmi stage again: its learners unknown
     assert proc.returncode != 0 and "--lfmmi-nproc is auto" in proc.stderr
+
+
+def test_the_rules_context_reaches_train_and_an_option_overrides_it(tmp_path: Path) -> None:
+    sizes = tmp_path / "data" / "sizes.sh"
+    proc, commands = run_stages(tmp_path, 6, 6)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    train = commands[0].split()
+    assert train[0] == "train" and train[train.index("--context") + 1] == "0"
+    sizes.write_text(SIZES.replace("context=0", "context=10"))
+    shutil.rmtree(tmp_path / "exp")
+    proc, commands = run_stages(tmp_path, 6, 6)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    train = commands[0].split()
+    assert train[train.index("--context") + 1] == "10"
+    shutil.rmtree(tmp_path / "exp")
+    proc, commands = run_stages(tmp_path, 6, 6, "--context", "4")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    train = commands[0].split()
+    assert train[train.index("--context") + 1] == "4"
