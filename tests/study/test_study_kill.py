@@ -21,7 +21,7 @@ TIMING = {"time", "seconds", "frames_per_s"}
 
 def _cmd(archives: tuple[Path, Path], out: Path) -> list[str]:
     return [sys.executable, "-m", "asrtrain.cli.main", "study", "batch", str(archives[0]), str(archives[1]), str(out),
-            "--learners", "4", "--batches", "32", "--rate-multipliers", "1", "--base-batch", "8", "--lr", "0.2",
+            "--learners", "4", "--batches", "8,32", "--rate-multipliers", "1", "--base-batch", "8", "--lr", "0.2",
             "--warmup-epochs", "1", "--epochs", "3", "--hidden", "8", "--layers", "1", "--proj", "0",
             "--threads", "1", "--min-steps", "3", "--spread-every", "1", "--save-every", "0.0005"]
 
