@@ -193,7 +193,8 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
         "streams": "fmllr,logmel" if h < ADAPT_STREAMS_HOURS else "fmllr,ivector,logmel",
         "fmllr_source": "sat" if h < ADAPT_STREAMS_HOURS else "global",
         "hybrid_tree": "questions" if medium else "counts",
-        "context": CONTEXT_FRAMES if CONTEXT_HOURS <= h < ADAPT_STREAMS_HOURS else 0,
+        # at most one whole neighbour (train's limit): a recipe with a shorter --chunk gets it all
+        "context": min(CONTEXT_FRAMES, chunk) if CONTEXT_HOURS <= h < ADAPT_STREAMS_HOURS else 0,
         "lfmmi": "true" if h >= LFMMI_HOURS else "false",
         "lfmmi_utts_per_step": LFMMI_UTTS_PER_STEP,
     }

@@ -70,6 +70,7 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     # noise), the papers' bare chunks beyond
     assert [s["context"] for s in sizes] == [0, 0, CONTEXT_FRAMES, 0, 0]
     assert cut["context"] == 0 and recipe_sizes(162 * FRAMES_PER_HOUR // 60)["context"] == CONTEXT_FRAMES
+    assert recipe_sizes(3 * FRAMES_PER_HOUR, chunk=6)["context"] == 6   # train allows one whole neighbour
 
 
 def test_small_corpora_get_a_batch_that_leaves_enough_steps_an_epoch() -> None:
