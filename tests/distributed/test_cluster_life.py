@@ -172,10 +172,11 @@ def test_a_4_learner_checkpoint_resumes_on_another_number_of_learners(long_archi
     args = ("--strategy", "adpsgd", "--batch", "12", "--save-every-steps", "4")
     # 5 epochs: a learner reaching its epoch's end calls a mid-epoch checkpoint off, so the first
     # one may come late; with 3 the SIGTERM once landed in the last epoch and the job just finished
-    ref = _train_cli(train, valid, tmp_path / "ref", *args, "--nproc", "4", epochs=5)
+    epochs = 5
+    ref = _train_cli(train, valid, tmp_path / "ref", *args, "--nproc", "4", epochs=epochs)
     assert ref.wait(timeout=300) == 0
     exp = tmp_path / "exp"
-    job = _train_cli(train, valid, exp, *args, "--nproc", "4", epochs=5)
+    job = _train_cli(train, valid, exp, *args, "--nproc", "4", epochs=epochs)
     assert _wait_for_new_mid_epoch(exp, job, set())
     os.kill(job.pid, signal.SIGTERM)
     out, _ = job.communicate(timeout=120)
@@ -183,14 +184,14 @@ def test_a_4_learner_checkpoint_resumes_on_another_number_of_learners(long_archi
     plan = subprocess.run([str(ASRTRAIN), "train", str(train), str(exp), *TINY, *args, "--nproc", str(learners),
                            "--dry-run"], env=dict(_env(), COLUMNS="300"), capture_output=True, text=True, timeout=120)
     assert f"written by 4 learner(s) (adpsgd), resumed by {learners}" in plan.stdout, plan.stdout
-    again = _train_cli(train, valid, exp, *args, "--nproc", str(learners), epochs=5)
+    again = _train_cli(train, valid, exp, *args, "--nproc", str(learners), epochs=epochs)
     out, _ = again.communicate(timeout=300)
     assert again.returncode == 0, out[-3000:]
     rows, ref_rows = epoch_rows(exp), epoch_rows(tmp_path / "ref")
     assert [r["train_frames"] for r in rows] == [r["train_frames"] for r in ref_rows]  # every frame once
     # The number of learners changes ADPSGD's result (at batch 12: 4 learners 0.124, 6 0.145, 2 0.089,
     # each within 0.001 over three runs): the resumed run lands where the two uninterrupted ones do.
-    other = _train_cli(train, valid, tmp_path / "other", *args, "--nproc", str(learners), epochs=5)
+    other = _train_cli(train, valid, tmp_path / "other", *args, "--nproc", str(learners), epochs=epochs)
     assert other.wait(timeout=300) == 0
     ends = sorted([ref_rows[-1]["valid_loss"], epoch_rows(tmp_path / "other")[-1]["valid_loss"]])
     assert 0.9 * ends[0] <= rows[-1]["valid_loss"] <= 1.1 * ends[1], (rows[-1]["valid_loss"], ends)

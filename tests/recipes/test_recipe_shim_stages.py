@@ -220,20 +220,18 @@ def test_the_sizes_rule_turns_lfmmi_on(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "--lfmmi-nproc is auto" in proc.stderr
 
 
+def _train_context(work: Path, *extra: str) -> str:
+    """The ``--context`` stage 6 gives ``asrtrain train`` (a fresh exp each time)."""
+    shutil.rmtree(work / "exp", ignore_errors=True)
+    proc, commands = run_stages(work, 6, 6, *extra)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    train = commands[0].split()
+    assert train[0] == "train"
+    return train[train.index("--context") + 1]
+
+
 def test_the_rules_context_reaches_train_and_an_option_overrides_it(tmp_path: Path) -> None:
-    sizes = tmp_path / "data" / "sizes.sh"
-    proc, commands = run_stages(tmp_path, 6, 6)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    train = commands[0].split()
-    assert train[0] == "train" and train[train.index("--context") + 1] == "0"
-    sizes.write_text(SIZES.replace("context=0", "context=10"))
-    shutil.rmtree(tmp_path / "exp")
-    proc, commands = run_stages(tmp_path, 6, 6)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    train = commands[0].split()
-    assert train[train.index("--context") + 1] == "10"
-    shutil.rmtree(tmp_path / "exp")
-    proc, commands = run_stages(tmp_path, 6, 6, "--context", "4")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    train = commands[0].split()
-    assert train[train.index("--context") + 1] == "4"
+    assert _train_context(tmp_path) == "0"
+    (tmp_path / "data" / "sizes.sh").write_text(SIZES.replace("context=0", "context=10"))
+    assert _train_context(tmp_path) == "10"
+    assert _train_context(tmp_path, "--context", "4") == "4"
