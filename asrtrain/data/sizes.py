@@ -79,8 +79,9 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   10.2% against 9.8%; one seed each); the SAT stream normalises speakers rather than naming
   them. I-vectors beside it, at the rule's 4x320 on speechocean762's 2.7 h (seed 0, test500
   at the dev pick), gave 52.72% against 47.53%: the network fits the training speakers'
-  i-vectors (frame accuracy 67% on train against 36% held out, 53% against 41% without). It needs the ladder's SAT rung decoded (the recipe's ``gmm_rungs`` with lda,sat), and
-  an exported model carries that first pass (``asrtrain transcribe``; its cost in
+  i-vectors (frame accuracy 67% on train against 36% held out, 53% against 41% without).
+  The SAT stream needs the ladder's SAT rung decoded (the recipe's ``gmm_rungs`` with
+  lda,sat), and an exported model carries that first pass (``asrtrain transcribe``; its cost in
   docs/transcribing.md). The papers' 2,000 h used the three streams; nothing between was
   measured, so the switch sits where the rule's network grows to the papers' width;
 - the network's pdfs (``hybrid_tree``, ``num_pdfs``): below 20 h a likelihood tree of
