@@ -205,7 +205,7 @@ took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_
 
 size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr lr_schedule
             ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc plateau_stop select
-            hybrid_tree lfmmi context"
+            hybrid_tree lfmmi context dropout spec_augment"
 lfmmi_sizes="lfmmi_utts_per_step lfmmi_nproc"   # the rule's too, needed only where lfmmi is not false
 needed_sizes() { echo "$size_names"; [ "$lfmmi" = false ] || echo "$lfmmi_sizes"; }
 hybrid_tree_asked=$hybrid_tree   # what the user passed (auto: the rule's, see apply_sizes)

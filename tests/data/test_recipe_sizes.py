@@ -10,12 +10,14 @@ from asrtrain.core.errors import InputError
 from asrtrain.data.sizes import (
     CHUNK_FRAMES,
     CONTEXT_FRAMES,
+    DROPOUT,
     FRAMES_PER_GAUSSIAN,
     FRAMES_PER_HOUR,
     FRAMES_PER_LEAF,
     LFMMI_UTTS_PER_STEP,
     MIN_BATCH,
     MIN_STEPS_PER_EPOCH,
+    SPEC_AUGMENT,
     count_frames,
     learners_for,
     recipe_sizes,
@@ -71,6 +73,9 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     assert [s["context"] for s in sizes] == [0, 0, CONTEXT_FRAMES, 0, 0]
     assert cut["context"] == 0 and recipe_sizes(162 * FRAMES_PER_HOUR // 60)["context"] == CONTEXT_FRAMES
     assert recipe_sizes(3 * FRAMES_PER_HOUR, chunk=6)["context"] == 6   # train allows one whole neighbour
+    # dropout and SpecAugment from 2 h to 20 h (speechocean762's 2.7 h, two seeds), off elsewhere
+    assert [s["dropout"] for s in sizes] == [0.0, 0.0, DROPOUT, 0.0, 0.0]
+    assert [s["spec_augment"] for s in sizes] == ["off", "off", SPEC_AUGMENT, "off", "off"]
 
 
 def test_small_corpora_get_a_batch_that_leaves_enough_steps_an_epoch() -> None:

@@ -15,6 +15,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIM = r"""#!/usr/bin/env bash
 printf "%s\n" "$*" >> "$ASRTRAIN_SHIM_LOG"
@@ -49,6 +51,8 @@ fmllr_source=global
 hybrid_tree=questions
 lfmmi=false
 context=0
+dropout=0.0
+spec_augment=off
 lfmmi_utts_per_step=8
 lm_order=2
 strategy=single
@@ -220,18 +224,25 @@ def test_the_sizes_rule_turns_lfmmi_on(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "--lfmmi-nproc is auto" in proc.stderr
 
 
-def _train_context(work: Path, *extra: str) -> str:
-    """The ``--context`` stage 6 gives ``asrtrain train`` (a fresh exp each time)."""
+def _train_option(work: Path, option: str, *extra: str) -> str:
+    """The value of ``option`` stage 6 gives ``asrtrain train`` (a fresh exp each time)."""
     shutil.rmtree(work / "exp", ignore_errors=True)
     proc, commands = run_stages(work, 6, 6, *extra)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     train = commands[0].split()
     assert train[0] == "train"
-    return train[train.index("--context") + 1]
+    return train[train.index(option) + 1]
 
 
-def test_the_rules_context_reaches_train_and_an_option_overrides_it(tmp_path: Path) -> None:
-    assert _train_context(tmp_path) == "0"
-    (tmp_path / "data" / "sizes.sh").write_text(SIZES.replace("context=0", "context=10"))
-    assert _train_context(tmp_path) == "10"
-    assert _train_context(tmp_path, "--context", "4") == "4"
+@pytest.mark.parametrize(("option", "name", "ruled", "asked"), [
+    ("--context", "context", "10", "4"),
+    ("--dropout", "dropout", "0.2", "0.1"),
+    ("--spec-augment", "spec_augment", "F=2,f=8,T=2,t=5", "on"),
+])
+def test_the_rules_training_sizes_reach_train_and_an_option_overrides_them(
+        tmp_path: Path, option: str, name: str, ruled: str, asked: str) -> None:
+    off = _train_option(tmp_path, option)
+    assert f"{name}={off}\n" in SIZES   # the rule's value below 2 h
+    (tmp_path / "data" / "sizes.sh").write_text(SIZES.replace(f"{name}={off}\n", f"{name}={ruled}\n"))
+    assert _train_option(tmp_path, option) == ruled
+    assert _train_option(tmp_path, option, option, asked) == asked
