@@ -110,7 +110,7 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   up to 8 bins, two spans of up to 5 frames a chunk). Measured on speechocean762's 2.7 h (the
   rule's network, tree and context, test500 at the dev pick, seeds 0 and 1): cross-entropy
   45.33 -> 44.99% and 46.56 -> 45.93% (dev 44.69 -> 43.31 and 45.96 -> 44.49), with the recipe's
-  LF-MMI after it 44.77 -> 44.74% and 45.65 -> LF_S1% (dev 44.49 -> 42.72 and 43.90 -> LF_DEV);
+  LF-MMI after it 44.77 -> 44.74% and 45.65 -> 44.08% (dev 44.49 -> 42.72 and 43.90 -> 43.90);
   on bare chunks 47.53 -> 45.87% and 48.70 -> 47.66%, on another ladder 45.93 -> 45.96% (seed 0).
   At 3x192 (underfitting: 43% held-out frame accuracy after 8 epochs) the same pair lost 0.6 and
   0.5 points; below 2 h and beyond 20 h nothing decides it, so it stays off there;
