@@ -134,6 +134,7 @@ from pathlib import Path
 
 from asrtrain.core.errors import InputError
 from asrtrain.core.textio import read_lines
+from asrtrain.train.augment import SpecAugment
 
 FRAMES_PER_HOUR = 360_000
 #: Frames per training chunk (the papers' 21; the recipes' ``chunk``).
@@ -154,7 +155,7 @@ CONTEXT_HOURS = 2.0
 #: ``--spec-augment``; :class:`asrtrain.train.augment.SpecAugment`'s defaults) from
 #: ``REGULARISE_HOURS`` up to ``ADAPT_STREAMS_HOURS`` of training speech; off elsewhere.
 DROPOUT = 0.2
-SPEC_AUGMENT = "F=2,f=8,T=2,t=5"
+SPEC_AUGMENT = str(SpecAugment())
 REGULARISE_HOURS = 2.0
 #: Whole utterances a lattice-free MMI step sums over (speechocean762's runs; train-seq's learners
 #: each take a share of them, so more learners than this would idle).
@@ -188,6 +189,7 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
     h = frames / FRAMES_PER_HOUR
     leaves = _clip(min(1200 * h ** 0.35, frames / FRAMES_PER_LEAF), 50, 7000)
     small, medium, large = h < 2, h < 20, h < 200
+    regularise = REGULARISE_HOURS <= h < ADAPT_STREAMS_HOURS
     hidden, layers = (160, 3) if small else (320, 4) if medium else (512, 5) if large else (512, 6)
     base_batch = 128 if medium else 256
     batch = batch_for(frames, base_batch, chunk)
@@ -213,8 +215,8 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
         "hybrid_tree": "questions" if medium else "counts",
         # at most one whole neighbour (train's limit): a recipe with a shorter --chunk gets it all
         "context": min(CONTEXT_FRAMES, chunk) if CONTEXT_HOURS <= h < ADAPT_STREAMS_HOURS else 0,
-        "dropout": DROPOUT if REGULARISE_HOURS <= h < ADAPT_STREAMS_HOURS else 0.0,
-        "spec_augment": SPEC_AUGMENT if REGULARISE_HOURS <= h < ADAPT_STREAMS_HOURS else "off",
+        "dropout": DROPOUT if regularise else 0.0,
+        "spec_augment": SPEC_AUGMENT if regularise else "off",
         "lfmmi": "true" if h >= LFMMI_HOURS else "false",
         "lfmmi_utts_per_step": LFMMI_UTTS_PER_STEP,
     }
