@@ -67,12 +67,17 @@ from asrtrain.decode.grid import (
 @click.option("--context", type=click.IntRange(0), default=None,
               help="Frames of each neighbouring chunk a network's chunk is scored with [the model's "
                    "training context, train --context].")
+@click.option("--ensemble", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              multiple=True,
+              help="Another network (final.pt on the same tree; repeatable): each frame's scores "
+                   "are the mean of MODEL's and these networks' log posterior - log prior "
+                   "(Kaldi's frame-level system combination), one search.")
 @click.pass_context
 def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, nj: int,
            acwt: float, beam: float, max_active: int, lmwt: str, wip: str, text: Path | None,
            oracle: Path | None, tid2pdf: Path | None, lattices: bool, lattice_beam: float,
            first_pass: Path | None, first_pass_lmwt: float | None, transforms: Path | None,
-           context: int | None, config: str | None) -> None:
+           context: int | None, ensemble: tuple[Path, ...], config: str | None) -> None:
     """Decode DATA (an archive .h5 or shard manifest .json) with MODEL (final.pt) on GRAPH
     (lang/graph, or a Kaldi graph dir with --tid2pdf); or, for the GMM baselines, DATA a features dir (the MFCC of
     prepare features) with MODEL an aligner rung (prepare align's models/<stage>.pt) on its
@@ -108,7 +113,7 @@ def decode(ctx: click.Context, model: Path, graph: Path, data: Path, out: Path, 
                        beam=beam, max_active=max_active, lmwts=lmwts, wips=wips, text=text,
                        tid2pdf=tid2pdf, lattices=lattices, lattice_beam=lattice_beam,
                        first_pass=first_pass, first_pass_lmwt=first_pass_lmwt,
-                       transforms=transforms, context=context)
+                       transforms=transforms, context=context, ensemble=list(ensemble))
     with command_run("decode", out, resolved_params(ctx)):
         figures = run_decode(cfg)
     speed = (f"{figures['rtf_decode_total']:.4f} for the lattices and the sweep"

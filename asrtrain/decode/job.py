@@ -57,6 +57,7 @@ class DecodeConfig:
     first_pass_lmwt: float | None = None  # its best path's LM weight (default 1/acwt)
     transforms: Path | None = None    # speaker fMLLR transforms (trans.scp) for a GMM
     context: int | None = None        # a network's context frames (None: loglikes.decode_context)
+    ensemble: list[Path] = field(default_factory=list)  # more networks, scores averaged with MODEL's
 
 
 def make_scorer(cfg: DecodeConfig, num_pdfs: int | None, tmap: Any = None):
@@ -74,11 +75,18 @@ def make_scorer(cfg: DecodeConfig, num_pdfs: int | None, tmap: Any = None):
     if is_features_dir(cfg.data):
         from asrtrain.decode.first_pass import read_transforms
 
+        if cfg.ensemble:
+            raise ConfigError("--ensemble averages networks' scores on an archive, not a GMM's")
+
         return GmmScorer(cfg.model, cfg.data, num_pdfs,
                          read_transforms(cfg.transforms) if cfg.transforms else None)
     if cfg.first_pass is not None or cfg.transforms is not None:
         raise ConfigError("--first-pass and --transforms adapt a GMM (DATA a features dir), "
                           "not a network")
+    if cfg.ensemble:
+        from asrtrain.decode.ensemble import EnsembleScorer
+
+        return EnsembleScorer([cfg.model, *cfg.ensemble], cfg.data, num_pdfs, cfg.context)
     return ModelScorer(cfg.model, cfg.data, num_pdfs, cfg.context)
 
 
@@ -117,8 +125,14 @@ def check_identity(cfg: DecodeConfig, graph: GraphInfo, scorer: Any, tmap: Any =
         check_gmm_graph(scorer.rung.tree, graph, cfg.model)
         return
     else:
-        other = model_tree_id(scorer.final.meta)
-        what = f"the model {cfg.model}"
+        for member, path in zip(getattr(scorer, "members", [scorer]), [cfg.model, *cfg.ensemble], strict=True):
+            _check_tree(model_tree_id(member.final.meta), f"the model {path}", graph)
+        return
+    _check_tree(other, what, graph)
+
+
+def _check_tree(other: str | None, what: str, graph: GraphInfo) -> None:
+    """Refuse ``what`` (made for tree ``other``) on a graph of another tree; warn when unknown."""
     if other is None:
         log.warning("cannot verify that %s and the graph share a tree (no tree id recorded)", what)
     elif other != graph.tree_id:
