@@ -33,10 +33,15 @@ from asrtrain.cli.options import POSITIVE, Finite, config_option
                    "archive's records lead to].")
 @click.option("--first-pass-lmwt", type=POSITIVE, default=None,
               help="LM weight of the first pass's best paths [the SAT decode's].")
+@click.option("--ensemble", type=click.Path(exists=True, path_type=Path), multiple=True,
+              help="Another network decoded with EXP's as one (final.pt or its training dir; "
+                   "repeatable; the same tree and input): transcribe averages their scores, as "
+                   "decode --ensemble does. Pick the setting on the ensemble's dev decode "
+                   "(--pick-on).")
 def export(exp: Path, out: Path, graph: Path | None, pick_on: Path | None, lmwt: float | None,
            wip: float | None, beam: float | None, max_active: int | None,
            lattice_beam: float | None, first_pass: Path | None, first_pass_lmwt: float | None,
-           config: str | None) -> None:
+           ensemble: tuple[Path, ...], config: str | None) -> None:
     """Write OUT, a model directory that `asrtrain transcribe` and `Transcriber` load: the
     network of EXP (a training dir with final.pt, or a recipe's exp with blstm/final.pt),
     its graph, the front end (features, CMVN, i-vector extractor, fMLLR model, the SAT
@@ -48,5 +53,6 @@ def export(exp: Path, out: Path, graph: Path | None, pick_on: Path | None, lmwt:
     data = export_model(exp, out, graph=graph, pick_on=pick_on, lmwt=lmwt, wip=wip,
                         search={"beam": beam, "max_active": max_active,
                                 "lattice_beam": lattice_beam},
-                        first_pass=first_pass, first_pass_lmwt=first_pass_lmwt)
+                        first_pass=first_pass, first_pass_lmwt=first_pass_lmwt,
+                        ensemble=list(ensemble))
     click.echo(f"{out}: {len(data['files'])} files, manifest.json with their sha256")

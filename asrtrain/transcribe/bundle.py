@@ -40,6 +40,10 @@ class ModelBundle:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InputError(f"settings.json is damaged ({type(exc).__name__})", root) from None
         settings = ModelSettings.from_dict(raw)
+        for name in settings.members:
+            if name not in data["files"]:
+                raise InputError(f"damaged model: the manifest lists no {name} (a network of its "
+                                 "ensemble)", root)
         for spec in settings.streams:
             for name in STREAM_FILES.get(spec.kind, ()):
                 if f"{spec.kind}/{name}" not in data["files"]:
@@ -50,6 +54,11 @@ class ModelBundle:
     @property
     def final(self) -> Path:
         return self.root / "final.pt"
+
+    @property
+    def networks(self) -> list[Path]:
+        """final.pt, then the ensemble's other networks (their scores are averaged)."""
+        return [self.final, *(self.root / name for name in self.settings.members)]
 
     @property
     def graph(self) -> Path:

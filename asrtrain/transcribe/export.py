@@ -6,6 +6,8 @@ Layout of OUT::
     settings.json     sample rate, input streams (features, CMVN, i-vector, fMLLR), chunk,
                       the search and the LM weight and penalty picked on dev, tree id
     final.pt          the network (weights-only torch file)
+    members/<k>.pt    the ensemble's other networks, k = 2, 3, ... (``--ensemble``; transcribe
+                      averages their scores with final.pt's, as ``decode --ensemble`` does)
     graph/            HCLG.fst, words.txt, phones.txt, tree, info.json, align_lexicon.txt
     ivector/          ubm.npz, extractor.npz      (when the network reads i-vectors)
     fmllr/            lda.mat, gmm/gmm.npz        (when it reads global fMLLR features)
@@ -109,8 +111,10 @@ def _copy(src: Path, dest: Path) -> None:
 def export_model(exp: Path, out: Path, graph: Path | None = None, pick_on: Path | None = None,
                  lmwt: float | None = None, wip: float | None = None,
                  search: dict[str, Any] | None = None, first_pass: Path | None = None,
-                 first_pass_lmwt: float | None = None) -> dict[str, Any]:
+                 first_pass_lmwt: float | None = None, ensemble: list[Path] | None = None
+                 ) -> dict[str, Any]:
     """Write the model directory OUT from the training run EXP; returns the manifest.
+    ``ensemble``: more networks (final.pt files or training dirs) decoded with EXP's as one.
     ``search`` overrides the dev decode's search settings (``DEFAULT_SEARCH``'s keys);
     ``first_pass`` names the SAT decode of a SAT stream's first pass (found from the records
     when None), ``first_pass_lmwt`` the LM weight of its best paths."""
@@ -133,6 +137,7 @@ def export_model(exp: Path, out: Path, graph: Path | None = None, pick_on: Path 
     tree = model_tree_id(final.meta)
     if tree is not None and tree != info.tree_id:
         raise InputError(f"the graph was built for tree {info.tree_id}, the model for {tree}", graph)
+    members = [_member(find_model(Path(m)), final, info) for m in ensemble or []]
     setting = _setting(model_path, pick_on, lmwt, wip)
     for key, value in (search or {}).items():
         if key not in DEFAULT_SEARCH:
@@ -155,16 +160,48 @@ def export_model(exp: Path, out: Path, graph: Path | None = None, pick_on: Path 
     header = final.meta.get("archive_header") or {}
     settings = ModelSettings(sample_rate=rates.pop(), chunk=int(header.get("chunk", 21)),
                              tolerance=int(header.get("length_tolerance", 2)), streams=specs,
-                             decode=setting, tree_id=info.tree_id)
+                             decode=setting, tree_id=info.tree_id,
+                             members=[f"members/{k}.pt" for k in range(2, len(members) + 2)])
     with atomic_path(out) as tmp:
         tmp.mkdir(parents=True)
         files = _write_files(tmp, model_path, graph, sources, settings)
+        for name, member in zip(settings.members, members, strict=True):
+            _copy(member, tmp / name)
+            files.append(name)
         data = manifest.build(tmp, files, {"source": {"model": str(model_path.resolve()),
                                                       "graph": str(Path(graph).resolve())}})
         (tmp / manifest.MANIFEST).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     log.info("exported %s (%d files, streams %s, LM weight %g, penalty %g) to %s", model_path,
              len(files), "+".join(s.name for s in specs), setting.lmwt, setting.wip, out)
     return data
+
+
+def _member(path: Path, first: Any, info: Any) -> Path:
+    """``path``, checked to be a network the ensemble can average with ``first``: the graph's
+    tree and pdfs, and the same input streams from the same chunks (its context may differ)."""
+    from asrtrain.decode.loglikes import model_tree_id
+    from asrtrain.model.io import load_final
+
+    member = load_final(path)
+    tree = model_tree_id(member.meta)
+    if tree is not None and tree != info.tree_id:
+        raise InputError(f"the graph was built for tree {info.tree_id}, this ensemble member "
+                         f"for {tree}", path)
+    if member.config.num_pdfs != first.config.num_pdfs:
+        raise InputError(f"the member has {member.config.num_pdfs} outputs, the exported network "
+                         f"{first.config.num_pdfs}", path)
+    ours, theirs = _inputs(member), _inputs(first)
+    chunks = {int((f.meta.get("archive_header") or {}).get("chunk", 21)) for f in (member, first)}
+    if ours != theirs or member.config.input_dim != first.config.input_dim or len(chunks) > 1:
+        raise InputError(f"the member reads {ours} ({member.config.input_dim} dims), the exported "
+                         f"network {theirs} ({first.config.input_dim}): an ensemble's networks "
+                         "share their input", path)
+    return path
+
+
+def _inputs(final: Any) -> list[tuple[Any, ...]]:
+    """What a network reads, stream by stream: name, dims, CMVN and the features it was made from."""
+    return [(e["name"], e.get("dim"), e.get("cmvn"), e.get("scp")) for e in model_streams(final)]
 
 
 def _with_first_pass(source: Any, model_path: Path, meta: dict[str, Any],

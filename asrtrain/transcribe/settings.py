@@ -82,6 +82,7 @@ class ModelSettings:
     streams: list[StreamSpec]
     decode: DecodeSetting
     tree_id: str | None = None
+    members: list[str] = field(default_factory=list)  # more networks (members/<k>.pt), scores averaged
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,7 +94,8 @@ class ModelSettings:
             return cls(sample_rate=int(data["sample_rate"]), chunk=int(data["chunk"]),
                        tolerance=int(data["tolerance"]),
                        streams=[StreamSpec(**s) for s in data["streams"]],
-                       decode=DecodeSetting(**data["decode"]), tree_id=data.get("tree_id"))
+                       decode=DecodeSetting(**data["decode"]), tree_id=data.get("tree_id"),
+                       members=[str(m) for m in data.get("members", [])])
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"settings.json is not an asrtrain model's ({type(exc).__name__}: "
                              f"{exc})") from None

@@ -41,7 +41,8 @@ class Transcriber:
         self.settings = self.bundle.settings
         self.graph = GraphInfo.load(self.bundle.graph)
         assert self.graph.num_pdfs is not None
-        self.network = Network(self.bundle.final, self.graph.num_pdfs, device)
+        self.networks = [Network(p, self.graph.num_pdfs, device) for p in self.bundle.networks]
+        self.network = self.networks[0]
         d = self.settings.decode
         with tempfile.TemporaryDirectory() as tmp:
             self.decoder = LatticeDecoder(self.bundle.graph / "HCLG.fst",
@@ -103,7 +104,7 @@ class Transcriber:
             plan.failures.extend(Failure(s, f"{s}: {exc}") for s in sorted(set(plan.sources.values())))
             return [], 0
         archive = open_archive(archive_path)
-        score = self.network.scorer(archive)
+        score = _scorer([n.scorer(archive) for n in self.networks])
         utts = [u for u, _, _, _ in archive.utterances]
         by_recording: dict[str, Transcript] = {}
         for rid, source in plan.sources.items():
@@ -154,6 +155,15 @@ class Transcriber:
         confs = word_confidences(lat, arcs, d.lmwt, d.wip)
         return [Word(w, round(offset + s * FRAME_SHIFT, 2), round(offset + (s + n) * FRAME_SHIFT, 2),
                      round(c, 4)) for (w, s, n), c in zip(times, confs, strict=True)]
+
+
+def _scorer(scorers: list[Any]) -> Any:
+    """One network's scorer, or an ensemble's: the mean of its networks' scores."""
+    from asrtrain.decode.ensemble import mean_scores
+
+    if len(scorers) == 1:
+        return scorers[0]
+    return lambda utt: mean_scores([s(utt) for s in scorers])
 
 
 def _log_first_pass(report: Report) -> None:
