@@ -23,7 +23,8 @@
 #         4 lang and graph, and the GMM rungs decoded (SAT in two passes), 5 archives,
 #         6 train (--realign true: then the network's alignments, lang, archives and a second
 #         network, in exp/ali_nnet, data/lang_nnet, data/archives_nnet, exp/blstm_nnet; --lfmmi true:
-#         then lattice-free MMI into exp/blstm_lfmmi), 7 decode (both
+#         then lattice-free MMI into exp/blstm_lfmmi; --members N: N-1 more networks, each as
+#         the first, into exp/blstm_m<k>[_lfmmi], decoded as one in exp/ensemble), 7 decode (both
 #         networks with --realign true), 8 score (a line per GMM rung, then the BLSTM's), 9 export (exp/model:
 #         the BLSTM at the dev-picked setting). The BLSTM's report is printed last, after stage 9.
 # New recordings, once trained:  ./transcribe.sh --data DIR --out DIR (asrtrain transcribe exp/model)
@@ -63,6 +64,7 @@ dropout=auto          # between the LSTM layers (train --dropout): the sizes rul
 spec_augment=auto     # masks of logmel (train --spec-augment): the sizes rule's (F=2,f=8,T=2,t=5 from 2 h to 20 h, else off)
 realign=false         # true: the trained network realigns train and dev, a second network trains on that
 lfmmi=auto            # true: then 2 epochs of lattice-free MMI (train-seq on a den graph), that network decoded; auto: the sizes rule's (from 2 h)
+members=auto          # networks trained from other seeds and decoded as one (decode --ensemble): the sizes rule's (2 from 2 h to 20 h, else 1)
 ali_iters=15
 ivector_iters=4
 warmup_epochs=1

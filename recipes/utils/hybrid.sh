@@ -13,7 +13,7 @@
 #   adapt     i-vectors and fMLLR, estimated on train, applied to the other splits
 #   lang      lexicon, LM, tree, HCLG; then the GMM rungs decoded (gmm_rungs)
 #   archive   HDF5 archives of the network's streams (targets where a split is aligned)
-#   train     the BLSTM, with a strategy, on nproc learners
+#   train     the BLSTM, with a strategy, on nproc learners (realign, lfmmi, members: after it)
 #   decode    the splits after train, one lattice search an utterance, the LM-weight grid
 #   score     the test split at the setting picked on dev (an oracle without dev)
 #   export    the BLSTM at that setting as one model dir, $exp/model (asrtrain export), which
@@ -40,7 +40,7 @@ data=${data-data}
 exp=${exp-exp}
 seed=${seed-0}
 nj=${nj-2}                          # jobs of every stage whose own *_nj is empty
-stages=${stages-"data features align adapt lang archive train,realign,lfmmi decode score export"}
+stages=${stages-"data features align adapt lang archive train,realign,lfmmi,members decode score export"}
 splits=${splits-"train dev test"}   # dev picks the decoding setting; without it, an oracle
 # splits the network trains on beside train and the ladder does not (speed-perturbed copies:
 # recipes/custom --speed-perturb network); aligned by the last rung, in train's archive
@@ -101,6 +101,11 @@ lfmmi_epochs=${lfmmi_epochs-2}
 lfmmi_lr=${lfmmi_lr-0.01}
 lfmmi_utts_per_step=${lfmmi_utts_per_step-auto}   # the whole utterances of a step (auto: the sizes rule's)
 lfmmi_nproc=${lfmmi_nproc-auto}   # train-seq's learners (auto: a GPU each, or a core each up to a step's utterances)
+# N > 1: N - 1 more networks, each trained as the first (its LF-MMI too) from seeds seed+1...,
+# into <model>_m<k>[_lfmmi]; decode, score and export take them as one (decode --ensemble: the
+# frame-level mean of their scores) in $exp/ensemble, the first network decoded and scored beside
+# it; auto: the sizes rule's (2 from 2 h to 20 h)
+members=${members-1}
 # --- GMM baselines (Kaldi's RESULTS rungs): a graph per tree, dev and test decoded with
 # lattices, SAT in two passes (fMLLR from the LDA+MLLT pass); auto: every rung of ali_stages
 gmm_rungs=${gmm_rungs-none}
@@ -173,6 +178,7 @@ case "$fmllr_source" in global|sat|auto) ;; *) die "--fmllr-source must be globa
 case "$alignments" in exact|learned) ;; *) die "--alignments must be exact or learned" ;; esac
 case "$realign" in true|false) ;; *) die "--realign must be true or false, got '$realign'" ;; esac
 case "$lfmmi" in true|false|auto) ;; *) die "--lfmmi must be true, false or auto, got '$lfmmi'" ;; esac
+[[ "$members" =~ ^([1-9][0-9]*|auto)$ ]] || die "--members must be a count of networks (1 or more) or auto, got '$members'"
 : "${feat_nj:=$nj}" "${decode_nj:=$nj}" "${ali_nj:=$nj}" "${ali_job_cmd:=$align_cmd}"
 : "${adapt_nj:=$ali_nj}" "${adapt_job_cmd:=$ali_job_cmd}"
 
@@ -205,7 +211,7 @@ took() { echo "[$(date +%T)] stage $1 took $((SECONDS - stage_start)) s"; stage_
 
 size_names="ali_mono_gauss ali_leaves ali_gauss num_pdfs hidden layers proj epochs batch base_batch lr lr_schedule
             ubm_components fmllr_gmm_components ivector_dim lm_order strategy nproc plateau_stop select
-            hybrid_tree lfmmi context dropout spec_augment"
+            hybrid_tree lfmmi context dropout spec_augment members"
 lfmmi_sizes="lfmmi_utts_per_step lfmmi_nproc"   # the rule's too, needed only where lfmmi is not false
 needed_sizes() { echo "$size_names"; [ "$lfmmi" = false ] || echo "$lfmmi_sizes"; }
 hybrid_tree_asked=$hybrid_tree   # what the user passed (auto: the rule's, see apply_sizes)
@@ -247,17 +253,22 @@ check_sat_source() {   # the SAT stream's dev/test transforms come from the SAT 
 # its WER), and its report (the last line: the test WER) comes after every stage
 apply_sizes
 check_sat_source   # where both are known now; check_sizes checks again once the rule filled in auto
-first_model= first_graph= first_archives= first_label=   # set by use_realigned / use_lfmmi
-for _opt in realign lfmmi; do   # a run resumed after such a stage reads the network it made
-  if [ "${!_opt}" = true ] && [[ " ${stages//,/ } " != *" $_opt "* ]]; then
+first_model= first_graph= first_archives= first_label=   # set by use_realigned / use_lfmmi / use_ensemble
+ensemble_nets=()   # set by use_ensemble
+asks() {   # STAGE: the options ask for the optional stage realign, lfmmi or members
+  case $1 in members) [[ "$members" =~ ^[0-9]+$ ]] && [ "$members" -gt 1 ] ;; *) [ "${!1}" = true ] ;; esac
+}
+for _opt in realign lfmmi members; do   # a run resumed after such a stage reads the network it made
+  if asks $_opt && [[ " ${stages//,/ } " != *" $_opt "* ]]; then
     die "--$_opt: this recipe's stages ($stages) have no $_opt"
   fi
 done
 declare -i _n=0
 for _names in $stages; do   # in stage order: realign's network first, then lfmmi's on it
   if [ "$_n" -lt "$stage" ]; then
-    if [ "$realign" = true ] && [[ ",$_names," == *",realign,"* ]]; then use_realigned; fi
-    if [ "$lfmmi" = true ] && [[ ",$_names," == *",lfmmi,"* ]]; then use_lfmmi; fi
+    for _opt in realign:use_realigned lfmmi:use_lfmmi members:use_ensemble; do   # each reads the one before's network
+      if asks "${_opt%%:*}" && [[ ",$_names," == *",${_opt%%:*},"* ]]; then "${_opt#*:}"; fi
+    done
   fi
   _n+=1
 done

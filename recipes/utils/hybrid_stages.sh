@@ -193,6 +193,10 @@ hybrid_archive() {
 hybrid_train() {
   local who="$strategy on $nproc learners"; if [ "$nproc" = 1 ]; then who="one learner"; fi
   echo "=== stage $1: train the BLSTM ($who)"
+  train_network "$model" "$seed"
+}
+
+train_network() {   # DIR SEED: the network, trained as the options say, into DIR
   local o=()
   opts o --hidden:hidden --layers:layers --proj:proj --epochs:epochs --batch:batch \
     --base-batch:base_batch --lr:lr --warmup-epochs:warmup_epochs --anneal:anneal \
@@ -203,10 +207,10 @@ hybrid_train() {
   if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
   # path.sh pins one thread a process; the learners share the host's cores among themselves
   # (one learner on the 2 cores: 6,097 frames/s against 3,980 on one thread)
-  done_or_run train "$model" \
-    env -u OMP_NUM_THREADS $train_cmd --nproc "$nproc" "$model/log/run.log" \
-      asrtrain train "$archives/train.h5" "$model" --valid "$archives/$valid_split.h5" \
-        --seed "$seed" "${o[@]}" \
+  done_or_run train "$1" \
+    env -u OMP_NUM_THREADS $train_cmd --nproc "$nproc" "$1/log/run.log" \
+      asrtrain train "$archives/train.h5" "$1" --valid "$archives/$valid_split.h5" \
+        --seed "$2" "${o[@]}" \
         --strategy "$strategy" --nproc "$nproc" "${group_opt[@]}"
 }
 
@@ -240,16 +244,62 @@ use_lfmmi() {   # the lattice-free MMI network: what decode, score and export re
 
 hybrid_lfmmi() {   # (stage train,realign,lfmmi) the network trained further with lattice-free MMI
   [ "$lfmmi" = true ] || return 0
-  local from=$ali den=$exp/den o=()
-  if [ "$realign" = true ]; then from=$exp/ali_nnet den=$exp/den_nnet; fi
-  echo "=== stage $1: lattice-free MMI, $lfmmi_epochs epochs from $model/final.pt (denominator: the phone trigrams of $from on $lang's tree)"
-  done_or_run den-graph "$den" asrtrain prepare den-graph "$lang" "$from" "$den/den.npz"
-  opts o --epochs:lfmmi_epochs --lr:lfmmi_lr --utts-per-step:lfmmi_utts_per_step
   local ce=$model; use_lfmmi
-  done_or_run lfmmi "$model" \
-    env -u OMP_NUM_THREADS $train_cmd --nproc "$lfmmi_nproc" "$model/log/run.log" \
-      asrtrain train-seq "$ce/final.pt" "$archives/train.h5" "$den/den.npz" "$model" \
+  echo "=== stage $1: lattice-free MMI, $lfmmi_epochs epochs from $ce/final.pt (denominator: the phone trigrams of $(den_of ali) on $lang's tree)"
+  done_or_run den-graph "$(den_of den)" \
+    asrtrain prepare den-graph "$lang" "$(den_of ali)" "$(den_of den)/den.npz"
+  lfmmi_network "$ce" "$model"
+}
+
+den_of() {   # ali|den: the alignments the denominator is made of, or its dir (the realigned ones with --realign true)
+  case $1 in ali) if [ "$realign" = true ]; then echo "$exp/ali_nnet"; else echo "$ali"; fi ;;
+             den) if [ "$realign" = true ]; then echo "$exp/den_nnet"; else echo "$exp/den"; fi ;; esac
+}
+
+lfmmi_network() {   # CE_DIR DIR: CE_DIR's network, lfmmi_epochs of lattice-free MMI against the den graph, into DIR
+  local o=() den; den=$(den_of den)
+  opts o --epochs:lfmmi_epochs --lr:lfmmi_lr --utts-per-step:lfmmi_utts_per_step
+  done_or_run lfmmi "$2" \
+    env -u OMP_NUM_THREADS $train_cmd --nproc "$lfmmi_nproc" "$2/log/run.log" \
+      asrtrain train-seq "$1/final.pt" "$archives/train.h5" "$den/den.npz" "$2" \
         --valid "$archives/dev.h5" --nproc "$lfmmi_nproc" "${o[@]}"
+}
+
+member_dirs() {   # the ensemble's networks after the first: <model>_m<k>[_lfmmi], k = 2..members
+  local k base=${model%_lfmmi}
+  for ((k = 2; k <= members; k++)); do
+    if [ "$lfmmi" = true ]; then echo "${base}_m${k}_lfmmi"; else echo "${base}_m$k"; fi
+  done
+}
+
+hybrid_members() {   # (stage train,realign,lfmmi,members) more networks, each as the first, other seeds
+  asks members || return 0
+  local k dir ce
+  for ((k = 2; k <= members; k++)); do
+    dir=$(member_dirs | sed -n "$((k - 1))p") ce=${model%_lfmmi}_m$k
+    echo "=== stage $1: network $k of $members (seed $((seed + k - 1))), as the first, into $dir"
+    train_network "$ce" $((seed + k - 1))
+    if [ "$lfmmi" = true ]; then lfmmi_network "$ce" "$dir"; fi
+  done
+  use_ensemble
+}
+
+use_ensemble() {   # the ensemble: what decode, score and export read from now on; the first network beside it
+  ensemble_nets=("$model/final.pt")
+  local dir; for dir in $(member_dirs); do ensemble_nets+=("$dir/final.pt"); done
+  first_model=$model first_graph=$graph_dir first_archives=$archives
+  first_label="one network (${model##*/}, seed $seed)"
+  model=$exp/ensemble
+}
+
+network_args() {   # DIR ARRAY: ARRAY = the final.pt to decode or export DIR with, then --ensemble NET...
+  local -n _args=$2
+  if [ "$1" = "$exp/ensemble" ]; then
+    _args=("${ensemble_nets[0]}"); local n
+    for n in "${ensemble_nets[@]:1}"; do _args+=(--ensemble "$n"); done
+  else
+    _args=("$1/final.pt")
+  fi
 }
 
 hybrid_decode() {
@@ -261,16 +311,17 @@ hybrid_decode() {
 }
 
 decode_network() {   # MODEL_DIR GRAPH ARCHIVES: decode_splits into MODEL_DIR/decode_<split>
-  local m=$1 g=$2 ar=$3 split o=() text_opt
+  local m=$1 g=$2 ar=$3 split o=() text_opt net
   opts o --acwt:acwt --wip:wip --beam:beam --max-active:max_active
+  network_args "$m" net
   for split in $decode_splits; do
     text_opt=()
     if has_text "$split"; then text_opt=(--text "$(text_of "$split")"); fi
     done_or_run "decode-$split" "$m/decode_$split" \
       $decode_cmd "$m/decode_$split/log/run.log" \
-        asrtrain decode "$m/final.pt" "$g" "$ar/$split.h5" "$m/decode_$split" \
+        asrtrain decode "${net[0]}" "$g" "$ar/$split.h5" "$m/decode_$split" \
           "${text_opt[@]}" --nj "$decode_nj" --lmwt "$lmwt" "${o[@]}" "${lattice_opt[@]}" \
-          "${decode_opts[@]}"
+          "${decode_opts[@]}" "${net[@]:1}"
   done
 }
 
@@ -314,7 +365,9 @@ $t/hyp/$picked.txt"
 }
 
 hybrid_export() {
-  local pick=${pick_split:-$test_split} marker=$model/.done.export input first=()
+  local pick=${pick_split:-$test_split} marker=$model/.done.export input first=() net nets=()
+  network_args "$model" net
+  for input in "${net[@]}"; do [ "$input" = --ensemble ] || nets+=("$input"); done
   if has_stream fmllr && [ "$fmllr_source" = sat ]; then   # the SAT first pass goes with it
     if [[ ",$gmm_rungs," != *",sat,"* ]]; then
       echo "=== stage $1: export skipped: the network reads SAT fMLLR features whose $pick speakers were adapted without a first pass (--gmm-rungs has no sat), which transcribe cannot do again"
@@ -326,11 +379,11 @@ hybrid_export() {
   [ -f "$model/decode_$pick/best_wer" ] || die "no $model/decode_$pick/best_wer: run stage score first"
   # redone when the model, the decode it is picked on (stage score rescores it every run: its
   # marker stands for it) or another model's export is newer than the marker
-  for input in "$model/final.pt" "$model/decode_$pick/.done.decode-$pick" "$export_dir/manifest.json"; do
+  for input in "${nets[@]}" "$model/decode_$pick/.done.decode-$pick" "$export_dir/manifest.json"; do
     if [ ! -f "$input" ] || [ "$input" -nt "$marker" ]; then rm -f "$marker"; fi
   done
   done_or_run export "$model" \
-    asrtrain export "$model" "$export_dir" --pick-on "$model/decode_$pick" --graph "$graph_dir" \
-      "${first[@]}"
+    asrtrain export "${net[0]}" "$export_dir" --pick-on "$model/decode_$pick" --graph "$graph_dir" \
+      "${first[@]}" "${net[@]:1}"
   echo "To transcribe with it: asrtrain transcribe $export_dir AUDIO... (docs/transcribing.md)"
 }

@@ -11,6 +11,7 @@ from asrtrain.data.sizes import (
     CHUNK_FRAMES,
     CONTEXT_FRAMES,
     DROPOUT,
+    ENSEMBLE_MEMBERS,
     FRAMES_PER_GAUSSIAN,
     FRAMES_PER_HOUR,
     FRAMES_PER_LEAF,
@@ -76,6 +77,9 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     # dropout and SpecAugment from 2 h to 20 h (speechocean762's 2.7 h, two seeds), off elsewhere
     assert [s["dropout"] for s in sizes] == [0.0, 0.0, DROPOUT, 0.0, 0.0]
     assert [s["spec_augment"] for s in sizes] == ["off", "off", SPEC_AUGMENT, "off", "off"]
+    # two networks decoded as one from 2 h to 20 h (speechocean762's 2.7 h), one elsewhere
+    assert [s["members"] for s in sizes] == [1, 1, ENSEMBLE_MEMBERS, 1, 1] and ENSEMBLE_MEMBERS == 2
+    assert cut["members"] == 1 and recipe_sizes(162 * FRAMES_PER_HOUR // 60)["members"] == 2
 
 
 def test_small_corpora_get_a_batch_that_leaves_enough_steps_an_epoch() -> None:

@@ -58,6 +58,7 @@ lm_order=2
 strategy=single
 nproc=1
 lfmmi_nproc=2
+members=1
 """
 
 
