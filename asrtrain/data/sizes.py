@@ -129,9 +129,10 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   networks trained alike from other seeds and decoded as one (``decode --ensemble``: the
   frame-level mean of their scores; ``export --ensemble`` carries them), at twice the network's
   training time. Measured on speechocean762's 2.7 h (the rule's network, context, dropout and
-  LF-MMI, test500 at the dev pick): seeds 0 and 1 alone 44.74 and 44.08%, as one 42.92% (dev
-  42.72 and 43.90 -> 41.34); before LF-MMI 44.99 and 45.93 -> 43.73% (dev 43.31 and 44.49 ->
-  41.63); four networks (those two and the same recipe without dropout, 44.77 and 45.65) 41.82%.
+  LF-MMI, test500 at the dev pick): seeds 0, 1 and 2 alone 44.74, 44.08 and 44.42%, the pairs
+  as one 42.92, 42.73 and 42.73% (each below both its networks, on dev too: 41.34, 40.65, 42.22
+  against 42.72, 43.90, 44.88), the three 41.78%; before LF-MMI seeds 0 + 1 44.99 and 45.93 ->
+  43.73%. Three networks gain a further point for half as much training again: the rule keeps two.
   Below 2 h (minutes of training; the
   40-minute cut's 15-minute budget) and beyond 20 h (hours of training a network) one network.
 """
