@@ -169,7 +169,8 @@ def export_model(exp: Path, out: Path, graph: Path | None = None, pick_on: Path 
             _copy(member, tmp / name)
             files.append(name)
         data = manifest.build(tmp, files, {"source": {"model": str(model_path.resolve()),
-                                                      "graph": str(Path(graph).resolve())}})
+                                                      "graph": str(Path(graph).resolve())}},
+                              ensemble=bool(settings.members))
         (tmp / manifest.MANIFEST).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     log.info("exported %s (%d files, streams %s, LM weight %g, penalty %g) to %s", model_path,
              len(files), "+".join(s.name for s in specs), setting.lmwt, setting.wip, out)

@@ -16,7 +16,10 @@ from asrtrain.core.errors import InputError
 
 MANIFEST = "manifest.json"
 FORMAT = "asrtrain-model"
-FORMAT_VERSION = 1
+#: 2: an ensemble (``members/<k>.pt``, settings.json's ``members``), written only for one, so a
+#: reader of version 1 refuses it rather than decode with its first network alone.
+FORMAT_VERSION = 2
+ENSEMBLE_VERSION = 2
 _BLOCK = 1 << 20
 
 
@@ -35,11 +38,14 @@ def describe(root: Path, files: list[str]) -> dict[str, dict[str, Any]]:
             for name in sorted(files)}
 
 
-def build(root: Path, files: list[str], extra: dict[str, Any]) -> dict[str, Any]:
-    """The manifest of ``root``: format, versions and the checksums of ``files``."""
+def build(root: Path, files: list[str], extra: dict[str, Any], ensemble: bool = False
+          ) -> dict[str, Any]:
+    """The manifest of ``root``: format, versions and the checksums of ``files``; version 1
+    unless ``ensemble``."""
     from asrtrain.core.fingerprint import fingerprint
 
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, **extra,
+    version = ENSEMBLE_VERSION if ensemble else 1
+    return {"format": FORMAT, "format_version": version, **extra,
             "written_by": fingerprint(), "files": describe(root, files)}
 
 
@@ -58,9 +64,9 @@ def read(root: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError(f"not an exported asrtrain model ({MANIFEST} has no format {FORMAT!r})",
                          root)
-    if data.get("format_version") != FORMAT_VERSION:
+    if data.get("format_version") not in range(1, FORMAT_VERSION + 1):
         raise InputError(f"model format version {data.get('format_version')!r}; this asrtrain "
-                         f"reads version {FORMAT_VERSION}", root)
+                         f"reads versions 1 to {FORMAT_VERSION}", root)
     if not isinstance(data.get("files"), dict):
         raise InputError(f"{MANIFEST} lists no files", root)
     return data

@@ -53,6 +53,7 @@ def test_the_ensemble_export_carries_its_networks(ensemble):
     settings = json.loads((model / "settings.json").read_text())
     manifest = json.loads((model / "manifest.json").read_text())
     assert settings["members"] == ["members/2.pt"] and "members/2.pt" in manifest["files"]
+    assert manifest["format_version"] == 2   # a reader of version 1 refuses it, not decodes half of it
     assert (model / "members/2.pt").read_bytes() == member.read_bytes()
     from asrtrain import Transcriber
 
@@ -97,4 +98,20 @@ def test_a_bundle_whose_member_is_missing_is_refused(ensemble, tmp_path: Path):
     del manifest["files"]["members/2.pt"]
     (copy / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(InputError, match="manifest lists no members/2.pt"):
+        ModelBundle.open(copy)
+
+
+def test_one_network_stays_format_1_and_a_newer_format_is_refused(exported: Path, tmp_path: Path):
+    import shutil
+
+    from asrtrain.core.errors import InputError
+    from asrtrain.transcribe.bundle import ModelBundle
+    from asrtrain.transcribe.manifest import FORMAT_VERSION
+
+    assert json.loads((exported / "manifest.json").read_text())["format_version"] == 1
+    copy = tmp_path / "model"
+    shutil.copytree(exported, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    (copy / "manifest.json").write_text(json.dumps({**manifest, "format_version": FORMAT_VERSION + 1}))
+    with pytest.raises(InputError, match=f"reads versions 1 to {FORMAT_VERSION}"):
         ModelBundle.open(copy)
