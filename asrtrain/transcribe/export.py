@@ -120,7 +120,6 @@ def export_model(exp: Path, out: Path, graph: Path | None = None, pick_on: Path 
     when None), ``first_pass_lmwt`` the LM weight of its best paths."""
     from asrtrain.core.atomic import atomic_path
     from asrtrain.decode.graph_dir import GraphInfo
-    from asrtrain.decode.loglikes import model_tree_id
     from asrtrain.model.io import load_final
     from asrtrain.transcribe.sources import stream_source
 
@@ -134,9 +133,7 @@ def export_model(exp: Path, out: Path, graph: Path | None = None, pick_on: Path 
     if info.kaldi:
         raise InputError("a Kaldi graph (transition-id labels): export takes asrtrain's "
                          "prepare lang graphs", graph)
-    tree = model_tree_id(final.meta)
-    if tree is not None and tree != info.tree_id:
-        raise InputError(f"the graph was built for tree {info.tree_id}, the model for {tree}", graph)
+    _check_tree(final, info, "the model", graph)
     members = [_member(find_model(Path(m)), final, info) for m in ensemble or []]
     setting = _setting(model_path, pick_on, lmwt, wip)
     for key, value in (search or {}).items():
@@ -180,14 +177,10 @@ def export_model(exp: Path, out: Path, graph: Path | None = None, pick_on: Path 
 def _member(path: Path, first: Any, info: Any) -> Path:
     """``path``, checked to be a network the ensemble can average with ``first``: the graph's
     tree and pdfs, and the same input streams from the same chunks (its context may differ)."""
-    from asrtrain.decode.loglikes import model_tree_id
     from asrtrain.model.io import load_final
 
     member = load_final(path)
-    tree = model_tree_id(member.meta)
-    if tree is not None and tree != info.tree_id:
-        raise InputError(f"the graph was built for tree {info.tree_id}, this ensemble member "
-                         f"for {tree}", path)
+    _check_tree(member, info, "this ensemble member", path)
     if member.config.num_pdfs != first.config.num_pdfs:
         raise InputError(f"the member has {member.config.num_pdfs} outputs, the exported network "
                          f"{first.config.num_pdfs}", path)
@@ -198,6 +191,15 @@ def _member(path: Path, first: Any, info: Any) -> Path:
                          f"network {theirs} ({first.config.input_dim}): an ensemble's networks "
                          "share their input", path)
     return path
+
+
+def _check_tree(final: Any, info: Any, what: str, where: Path) -> None:
+    """Refuse a network whose recorded tree is not the graph's."""
+    from asrtrain.decode.loglikes import model_tree_id
+
+    tree = model_tree_id(final.meta)
+    if tree is not None and tree != info.tree_id:
+        raise InputError(f"the graph was built for tree {info.tree_id}, {what} for {tree}", where)
 
 
 def _inputs(final: Any) -> list[tuple[Any, ...]]:

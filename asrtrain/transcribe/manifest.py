@@ -16,10 +16,10 @@ from asrtrain.core.errors import InputError
 
 MANIFEST = "manifest.json"
 FORMAT = "asrtrain-model"
-#: 2: an ensemble (``members/<k>.pt``, settings.json's ``members``), written only for one, so a
-#: reader of version 1 refuses it rather than decode with its first network alone.
+#: The newest version read and written. 2: an ensemble (``members/<k>.pt``, settings.json's
+#: ``members``), written only for one, so a reader of version 1 refuses it rather than decode with
+#: its first network alone; one network stays version 1.
 FORMAT_VERSION = 2
-ENSEMBLE_VERSION = 2
 _BLOCK = 1 << 20
 
 
@@ -44,8 +44,7 @@ def build(root: Path, files: list[str], extra: dict[str, Any], ensemble: bool = 
     unless ``ensemble``."""
     from asrtrain.core.fingerprint import fingerprint
 
-    version = ENSEMBLE_VERSION if ensemble else 1
-    return {"format": FORMAT, "format_version": version, **extra,
+    return {"format": FORMAT, "format_version": FORMAT_VERSION if ensemble else 1, **extra,
             "written_by": fingerprint(), "files": describe(root, files)}
 
 

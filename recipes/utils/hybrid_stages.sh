@@ -265,28 +265,27 @@ lfmmi_network() {   # CE_DIR DIR: CE_DIR's network, lfmmi_epochs of lattice-free
         --valid "$archives/dev.h5" --nproc "$lfmmi_nproc" "${o[@]}"
 }
 
-member_dirs() {   # the ensemble's networks after the first: <model>_m<k>[_lfmmi], k = 2..members
-  local k base=${model%_lfmmi}
-  for ((k = 2; k <= members; k++)); do
-    if [ "$lfmmi" = true ]; then echo "${base}_m${k}_lfmmi"; else echo "${base}_m$k"; fi
-  done
+member_dir() {   # K: network K of the ensemble (K >= 2): <model>_m<K>, then _lfmmi when it has LF-MMI
+  local dir=${model%_lfmmi}_m$1
+  if [ "$lfmmi" = true ]; then dir=${dir}_lfmmi; fi
+  echo "$dir"
 }
 
 hybrid_members() {   # (stage train,realign,lfmmi,members) more networks, each as the first, other seeds
   asks members || return 0
-  local k dir ce
+  local k dir
   for ((k = 2; k <= members; k++)); do
-    dir=$(member_dirs | sed -n "$((k - 1))p") ce=${model%_lfmmi}_m$k
+    dir=$(member_dir $k)
     echo "=== stage $1: network $k of $members (seed $((seed + k - 1))), as the first, into $dir"
-    train_network "$ce" $((seed + k - 1))
-    if [ "$lfmmi" = true ]; then lfmmi_network "$ce" "$dir"; fi
+    train_network "${dir%_lfmmi}" $((seed + k - 1))
+    if [ "$lfmmi" = true ]; then lfmmi_network "${dir%_lfmmi}" "$dir"; fi
   done
   use_ensemble
 }
 
 use_ensemble() {   # the ensemble: what decode, score and export read from now on; the first network beside it
   ensemble_nets=("$model/final.pt")
-  local dir; for dir in $(member_dirs); do ensemble_nets+=("$dir/final.pt"); done
+  local k; for ((k = 2; k <= members; k++)); do ensemble_nets+=("$(member_dir $k)/final.pt"); done
   first_model=$model first_graph=$graph_dir first_archives=$archives
   first_label="one network (${model##*/}, seed $seed)"
   model=$exp/ensemble
