@@ -42,7 +42,9 @@ def describe(arc: Any, show_skipped: int = 10) -> list[Any]:
         ("feature dim", str(arc.feat_dim)),
         ("targets", "none (decoding archive)" if not arc.has_targets else
          f"{arc.num_pdfs:,} pdfs, {int(np.count_nonzero(arc.priors)):,} seen"),
-        ("skipped", f"{len(arc.skipped):,} utterances"),
+        ("skipped", f"{len(arc.skipped):,} utterances"
+                    + (f"; {int(head['num_unaligned']):,} kept without an alignment (targets ignored)"
+                       if head.get("num_unaligned") else "")),
         ("storage", f"{arc.storage_chunks} chunks per HDF5 chunk, "
                     f"{arc.nbytes / 2**20:,.1f} MiB"
                     + (f", shard {head['shard']} of {head['shards']}" if head.get("shard")

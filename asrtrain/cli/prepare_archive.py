@@ -18,6 +18,9 @@ from asrtrain.cli.options import config_option, resolved_params
 @click.option("--ali", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Targets: pdf ids per frame (Kaldi ali-to-pdf output); omit for decoding.")
 @click.option("--num-pdfs", type=click.IntRange(1), help="Number of pdfs (needed with --ali).")
+@click.option("--unaligned", type=click.Choice(["skip", "keep"]), default="skip", show_default=True,
+              help="An utterance --ali lacks: skip it (a training set), or keep it with its targets "
+                   "ignored (a held-out set: decoded, not in the held-out loss).")
 @click.option("--cmvn", "cmvns", multiple=True, metavar="NAME=CMVN.scp",
               help="Apply per-speaker CMVN stats to stream NAME (repeat; needs --utt2spk).")
 @click.option("--norm-vars/--no-norm-vars", default=False, show_default=True,
@@ -43,7 +46,7 @@ from asrtrain.cli.options import config_option, resolved_params
                    "that finds every shard complete writes the manifest.")
 @click.pass_context
 def archive(ctx: click.Context, out: Path, streams: tuple[str, ...], ali: Path | None,
-            num_pdfs: int | None, cmvns: tuple[str, ...], norm_vars: bool, utt2spk: Path | None,
+            num_pdfs: int | None, unaligned: str, cmvns: tuple[str, ...], norm_vars: bool, utt2spk: Path | None,
             periods: tuple[str, ...], chunk: int, length_tolerance: int, shards: int | None,
             nj: int | None, only: int | None, config: str | None) -> None:
     """Write the training (or decoding) archive OUT.h5 from feature streams.
@@ -71,13 +74,15 @@ def archive(ctx: click.Context, out: Path, streams: tuple[str, ...], ali: Path |
                      fingerprint_name=f"{own.name}.fingerprint.json", lock=own) as run:
         if shards is None:
             summary = write_archive(out, built, None if ali is None else str(ali), num_pdfs, speakers,
-                                    chunk=chunk, tolerance=length_tolerance, options=params)
+                                    chunk=chunk, tolerance=length_tolerance, options=params,
+                                    unaligned=unaligned)
         else:
             from asrtrain.data.shard_writer import write_sharded
 
             summary = write_sharded(out, built, None if ali is None else str(ali), num_pdfs, speakers,
                                     shards=shards, nj=nj, only=only, log_dir=run.log_path.parent,
-                                    chunk=chunk, tolerance=length_tolerance, options=params)
+                                    chunk=chunk, tolerance=length_tolerance, options=params,
+                                    unaligned=unaligned)
     skipped = summary["skipped"]
     if shards is not None and not summary["manifest"]:
         click.echo(f"{own}: shard {only} of {shards} written; the manifest {out} waits for the others")
@@ -85,4 +90,6 @@ def archive(ctx: click.Context, out: Path, streams: tuple[str, ...], ali: Path |
     click.echo(f"{where}: {summary['utterances']} utterances, {summary['frames']} frames in "
                f"{summary['chunks']} chunks of {chunk}, dim {summary['feat_dim']}"
                + (f"; {len(skipped)} skipped (e.g. {next(iter(skipped))}: "
-                  f"{next(iter(skipped.values()))})" if skipped else ""))
+                  f"{next(iter(skipped.values()))})" if skipped else "")
+               + (f"; {len(summary['unaligned'])} kept without an alignment (e.g. "
+                  f"{summary['unaligned'][0]}: targets ignored)" if summary["unaligned"] else ""))

@@ -174,13 +174,18 @@ def check_targets(utt: str, targets: np.ndarray, num_pdfs: int, where: Any) -> n
 def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str | None = None,
                   num_pdfs: int | None = None, utt2spk: dict[str, str] | None = None,
                   chunk: int = 21, tolerance: int = 2, storage_chunks: int | None = None,
-                  options: dict[str, Any] | None = None, part: tuple[int, int] | None = None
-                  ) -> dict[str, Any]:
+                  options: dict[str, Any] | None = None, part: tuple[int, int] | None = None,
+                  unaligned: str = "skip") -> dict[str, Any]:
     """Fuse ``streams`` (:class:`asrtrain.data.fuse.Stream`) into the archive ``out``.
 
     Utterances missing in a stream, without an alignment, without CMVN stats, or
     whose lengths disagree beyond ``tolerance`` are skipped, logged, and listed in
     ``/skipped``. The file appears under its name only when complete.
+
+    ``unaligned="keep"`` (a held-out set): an utterance the aligner could not align is
+    written with every target ignored, counted in ``num_unaligned`` and logged, so that
+    decoding the archive still sees it (Kaldi decodes a dev set's data dir, not its
+    alignments) while the held-out loss leaves it out. Training sets keep ``"skip"``.
 
     ``part=(k, n)``: write only the k-th (0-based) of n contiguous runs of the sorted
     utterances (a shard, :mod:`asrtrain.data.shard_writer`); the shards, one after
@@ -199,6 +204,8 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
         raise ConfigError(f"--chunk must be positive, got {chunk}")
     if ali_scp is not None and (num_pdfs is None or num_pdfs < 1):
         raise ConfigError("--ali needs --num-pdfs (the number of pdfs, e.g. from lang/num_pdfs)")
+    if unaligned not in ("skip", "keep"):
+        raise ConfigError(f"--unaligned is skip or keep, got {unaligned!r}")
     if ali_scp is None and num_pdfs is not None:
         log.warning("--num-pdfs %s ignored: without --ali the archive has no targets", num_pdfs)
         num_pdfs = None
@@ -230,12 +237,14 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
     index: dict[str, list[Any]] = {"utt_ids": [], "first_chunk": [], "num_chunks": [],
                                    "num_frames": []}
     skipped: dict[str, str] = {}
+    kept_unaligned: list[str] = []
     with atomic_path(out) as tmp, hdf5_for_writing(tmp, Path(out)) as h5:
         writer = _ChunkWriter(h5, chunk, dim, storage, ali is not None)
         with Progress("archive", total=len(utts), unit=" utts") as bar:
             for utt in utts:
                 bar.advance()
-                reason = _reason_to_skip(utt, streams, ali, utt2spk)
+                no_targets = unaligned == "keep" and ali is not None and utt not in ali
+                reason = _reason_to_skip(utt, streams, None if no_targets else ali, utt2spk)
                 fused = None if reason else fuse_utterance(
                     streams, utt, None if utt2spk is None else utt2spk.get(utt), tolerance)
                 if fused is not None and fused.reason:
@@ -245,7 +254,10 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
                     log.warning("skipped %s: %s", utt, skipped[utt])
                     continue
                 x, y = fused.feats, None
-                if ali is not None:
+                if no_targets:
+                    y = np.full(len(x), PAD_TARGET, dtype=np.int32)
+                    kept_unaligned.append(utt)
+                elif ali is not None:
                     y = check_targets(utt, _load(ali, utt, ali_scp), int(num_pdfs or 0), ali_scp)
                     if abs(len(y) - len(x)) > tolerance:
                         skipped[utt] = (f"alignment has {len(y)} frames, features {len(x)} "
@@ -265,6 +277,9 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
                 writer.add(fx, fy, real)
         writer.flush()
         writer.write_checksums()
+        if kept_unaligned:
+            log.warning("kept %d utterances without an alignment (decoded, not in the held-out "
+                        "loss: every target ignored), first %s", len(kept_unaligned), kept_unaligned[0])
         if part is None or part[0] == part[1] - 1:  # listed once, last: where the whole archive lists them
             skipped.update(_aligned_without_features(ali, set(everything), log))
         if not index["utt_ids"] and part is None:
@@ -281,6 +296,7 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
                  "feat_dim": dim, "num_pdfs": -1 if num_pdfs is None else int(num_pdfs),
                  "storage_chunks": storage, "num_utterances": len(index["utt_ids"]),
                  "num_frames": int(moments.count), "num_skipped": len(skipped),
+                 "num_unaligned": len(kept_unaligned),
                  "length_tolerance": tolerance, "layout": json.dumps(layout),
                  "options": json.dumps(options or {}, default=str),
                  "fingerprint": json.dumps(fingerprint({"layout": layout}), default=str)}
@@ -294,7 +310,8 @@ def write_archive(out: str | os.PathLike[str], streams: list[Any], ali_scp: str 
         for key, value in attrs.items():
             h5.attrs[key] = value
     summary = {"path": str(out), "utterances": len(index["utt_ids"]), "frames": int(moments.count),
-               "chunks": writer.written, "feat_dim": dim, "skipped": skipped, "layout": layout}
+               "chunks": writer.written, "feat_dim": dim, "skipped": skipped, "layout": layout,
+               "unaligned": kept_unaligned}
     log.info("archive %s: %d utterances, %d frames, %d chunks of %d, dim %d; %d skipped", out,
              summary["utterances"], summary["frames"], writer.written, chunk, dim, len(skipped))
     return summary

@@ -156,4 +156,5 @@ def _summary(manifest: Path, parts: list[dict[str, Any]], done: bool) -> dict[st
     return {"path": str(manifest), "manifest": done, "shards": [p["path"] for p in parts],
             "utterances": sum(p["utterances"] for p in parts), "frames": sum(p["frames"] for p in parts),
             "chunks": sum(p["chunks"] for p in parts), "feat_dim": parts[0]["feat_dim"],
-            "skipped": skipped, "layout": parts[0]["layout"]}
+            "skipped": skipped, "layout": parts[0]["layout"],
+            "unaligned": [u for p in parts for u in p["unaligned"]]}

@@ -226,6 +226,7 @@ class ShardedArchive(Archive):
         head = {k: v for k, v in self._first().header.items() if k not in ("shard", "split")}
         head.update(num_utterances=len(self.utterances), num_frames=self.num_frames,
                     num_skipped=len(self.skipped), shards=len(self.shards),
+                    num_unaligned=sum(int(s.header.get("num_unaligned", 0)) for s in self.shards),
                     skipped=[{"utt": u, "reason": r} for u, r in self.skipped])
         return head
 

@@ -179,6 +179,8 @@ hybrid_archive() {
     if [ -n "$(stream_scp pdf_ali "$split")" ]; then
       pdfs=$num_pdfs; if [ -f "$lang/num_pdfs" ]; then pdfs=$(cat "$lang/num_pdfs"); fi
       targets=(--ali "$(table pdf_ali "$split")" --num-pdfs "$pdfs")
+      # held out: an utterance the aligner missed is still decoded (its targets ignored)
+      if [ "$split" != train ]; then targets+=(--unaligned keep); fi
     elif [ -n "$first_archives" ]; then   # realigned, no targets: the first network's archive as it is
       first=$first_archives; [[ $first = /* ]] || first=$PWD/$first
       mkdir -p "$archives"; ln -sfn "$first/$split.h5" "$archives/$split.h5"

@@ -114,6 +114,40 @@ def test_skips_are_counted_and_named(tmp_path: Path) -> None:
     np.testing.assert_array_equal(arc.read_utterance(utts[2])[1], src["ali"][utts[2]][:28])
 
 
+def test_a_held_out_set_keeps_unaligned_utterances_for_decoding_not_for_its_loss(tmp_path: Path) -> None:
+    """A dev utterance the aligner missed is decoded (its words are not scored as deletions)
+    while the held-out loss, frames and priors are those of the archive that skips it."""
+    import kaldiio
+    import torch
+
+    from asrtrain.model.blstm import BLSTM
+    from asrtrain.model.config import ModelConfig
+    from asrtrain.train.validate import evaluate
+
+    src = make_streams(tmp_path / "src", [30, 45, 12])
+    utts = sorted(src["a"])
+    ali = {u: v for u, v in src["ali"].items() if u != utts[1]}
+    kaldiio.save_ark(str(tmp_path / "l.ark"), ali, scp=str(tmp_path / "l.scp"))
+    stream = [Stream("a", src["a_scp"])]
+    write_archive(tmp_path / "skip.h5", stream, str(tmp_path / "l.scp"), 7)
+    summary = write_archive(tmp_path / "keep.h5", stream, str(tmp_path / "l.scp"), 7, unaligned="keep")
+    skip, keep = Archive(tmp_path / "skip.h5"), Archive(tmp_path / "keep.h5")
+    assert summary["unaligned"] == [utts[1]] and summary["skipped"] == {}
+    assert keep.header["num_unaligned"] == 1 and skip.header["num_unaligned"] == 0
+    assert [u[0] for u in keep.utterances] == utts and dict(skip.skipped) == {utts[1]: "no alignment"}
+    feats, targets = keep.read_utterance(utts[1])
+    np.testing.assert_array_equal(feats, src["a"][utts[1]].astype(np.float16).astype(np.float32))
+    assert (targets < 0).all()
+    np.testing.assert_array_equal(keep.priors, skip.priors)
+    torch.manual_seed(0)
+    model = BLSTM(ModelConfig(input_dim=6, hidden=4, layers=1, proj=0, num_pdfs=7))
+    kept, skipped = (evaluate(model, a, 2, torch.device("cpu"), None) for a in (keep, skip))
+    assert kept[1:] == skipped[1:] == [42.0, kept[2]]
+    assert kept[0] == pytest.approx(skipped[0], rel=1e-6)
+    with pytest.raises(ConfigError, match="--unaligned is skip or keep"):
+        write_archive(tmp_path / "bad.h5", stream, str(tmp_path / "l.scp"), 7, unaligned="drop")
+
+
 def test_alignment_length_tolerance(tmp_path: Path) -> None:
     import kaldiio
 
