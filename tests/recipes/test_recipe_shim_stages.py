@@ -243,7 +243,7 @@ def _train_option(work: Path, option: str, *extra: str) -> str:
 def test_the_rules_training_sizes_reach_train_and_an_option_overrides_them(
         tmp_path: Path, option: str, name: str, ruled: str, asked: str) -> None:
     off = _train_option(tmp_path, option)
-    assert f"{name}={off}\n" in SIZES   # the rule's value below 2 h
+    assert f"{name}={off}\n" in SIZES   # the fixture's value: off
     (tmp_path / "data" / "sizes.sh").write_text(SIZES.replace(f"{name}={off}\n", f"{name}={ruled}\n"))
     assert _train_option(tmp_path, option) == ruled
     assert _train_option(tmp_path, option, option, asked) == asked
