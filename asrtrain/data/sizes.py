@@ -121,8 +121,7 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   At 3x192 (underfitting: 43% held-out frame accuracy after 8 epochs) the same pair lost 0.6 and
   0.5 points. On the 40-minute cut they come with the context (above, measured together); alone
   there, 68.17 -> 68.08% and 70.37 -> 67.23% (dev 72.86 -> 73.10, 74.43 -> 73.52). Below 0.5 h
-  and beyond 20 h nothing
-  decides it, so it stays off there;
+  and beyond 20 h nothing decides it, so it stays off there;
 - sequence training (``lfmmi``): from ``LFMMI_HOURS`` (2 h) on, two epochs of lattice-free MMI
   after the cross-entropy (recipes' stage train,realign,lfmmi: ``prepare den-graph`` and
   ``train-seq``). Measured on speechocean762's 2.7 h (the rule's network and tree, test500 at the
