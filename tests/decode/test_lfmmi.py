@@ -312,7 +312,11 @@ def test_learners_whose_launcher_is_killed_stop(trained, den_graph, tmp_path):
     for p in left:
         os.kill(p, signal.SIGKILL)
     assert not left, "learners outlived their launcher"
-    assert all("is gone: this learner stops" in p.read_text() for p in logs)
+    texts = [p.read_text() for p in logs]
+    # The first learner to see the launcher gone stops them all at the next step (any learner's
+    # stop is everyone's), so a slower one may stop before its own watch looks: one says why.
+    assert any("is gone: this learner stops" in t for t in texts)
+    assert all("(a preemption signal)" in t for t in texts), "a learner stopped some other way"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the denominator on cuda")
