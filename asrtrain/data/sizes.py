@@ -112,11 +112,11 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   but dev 1.0 points worse on the mean, a higher held-out loss at both seeds, the pair 0.7 worse,
   for 20% less training time; so 10. The cut as a user runs it (its own 822-word test, 4 speakers
   held out as dev) goes from the WAVs to the WER in 12 min 19 s on the 2 cores (BLSTM 69.95 and
-  71.53% at seeds 0 and 1 against the SAT GMM's 76.40%). Below 0.5 h one seed only (half the cut,
-  0.335 h: bare 78.51 and 80.02%, with the regularisation 77.13%, the SAT GMM 78.20%), too little to move
-  the rule, so 0 there for now (yesno; the issue's digits); beyond 20 h the
-  papers' bare chunks (nothing measured there, and the GPU's frames/s would halve). The earlier
-  cut figures (3x160, a count tree, 822 test words: -0.4 and +2.3) were inside their noise;
+  71.53% at seeds 0 and 1 against the SAT GMM's 76.40%). Below 0.5 h (half the cut, 0.335 h) the
+  bare network lost to the SAT GMM at both seeds (78.51 and 80.02% against 78.20%); with the context
+  and regularisation 77.13%, at one seed only, too little to move the rule, so 0 there for now
+  (yesno; the issue's digits); beyond 20 h the papers' bare chunks (nothing measured there, and
+  the GPU's frames/s would halve). The earlier cut figures (3x160, a count tree, 822 test words: -0.4 and +2.3) were inside their noise;
 - regularisation (``dropout``, ``spec_augment``): from ``REGULARISE_HOURS`` (0.5 h) to 20 h,
   dropout 0.2 between the LSTM layers and SpecAugment's masks on the logmel stream (two bands of
   up to 8 bins, two spans of up to 5 frames a chunk). Measured on speechocean762's 2.7 h (the
