@@ -59,9 +59,9 @@ lm_order=auto
 streams=auto          # the network's inputs (the sizes rule's), or a list of fmllr, ivector, logmel
 fmllr_source=auto     # the fMLLR stream's: sat (the SAT first pass) or global (the sizes rule's)
 hybrid_tree=auto      # the network's pdfs: questions (prepare tree), aligner (the SAT rung's) or counts (the sizes rule's)
-context=auto          # frames of each neighbouring chunk the network sees either side (train --context): the sizes rule's (10 from 0.5 h to 20 h)
-dropout=auto          # between the LSTM layers (train --dropout): the sizes rule's (0.2 from 0.5 h to 20 h, else 0)
-spec_augment=auto     # masks of logmel (train --spec-augment): the sizes rule's (F=2,f=8,T=2,t=5 from 0.5 h to 20 h, else off)
+context=auto          # frames of each neighbouring chunk the network sees either side (train --context): the sizes rule's (10 below 20 h, else 0)
+dropout=auto          # between the LSTM layers (train --dropout): the sizes rule's (0.2 below 20 h, else 0)
+spec_augment=auto     # masks of logmel (train --spec-augment): the sizes rule's (F=2,f=8,T=2,t=5 below 20 h, else off)
 realign=false         # true: the trained network realigns train and dev, a second network trains on that
 lfmmi=auto            # true: then 2 epochs of lattice-free MMI (train-seq on a den graph), that network decoded; auto: the sizes rule's (from 2 h)
 members=auto          # networks trained from other seeds and decoded as one (decode --ensemble): the sizes rule's (2 from 2 h to 20 h, else 1)

@@ -69,16 +69,19 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     # lattice-free MMI from 2 h (speechocean762's 2.7 h gained on both seeds; its 40-minute cut: noise)
     assert [s["lfmmi"] for s in sizes] == ["false"] * 2 + ["true"] * 3
     assert cut["lfmmi"] == "false" and recipe_sizes(162 * FRAMES_PER_HOUR // 60)["lfmmi"] == "true"
-    # the chunks' context from 0.5 h to 20 h (speechocean762's 2.7 h and its 40-minute cut, two
-    # seeds each), the papers' bare chunks beyond, none below 0.5 h (nothing measured)
-    assert [s["context"] for s in sizes] == [0, CONTEXT_FRAMES, CONTEXT_FRAMES, 0, 0]
-    assert cut["context"] == CONTEXT_FRAMES and recipe_sizes(int(0.45 * FRAMES_PER_HOUR))["context"] == 0
+    # the chunks' context below 20 h (speechocean762's 2.7 h and its 40-minute cut, two seeds
+    # each; half the cut, three seeds, and a quarter of it; yesno unharmed), the papers' bare
+    # chunks beyond
+    assert [s["context"] for s in sizes] == [CONTEXT_FRAMES] * 3 + [0, 0]
+    assert cut["context"] == CONTEXT_FRAMES and recipe_sizes(int(0.3 * FRAMES_PER_HOUR))["context"] == CONTEXT_FRAMES
+    assert recipe_sizes(int(19.9 * FRAMES_PER_HOUR))["context"] == CONTEXT_FRAMES
+    assert recipe_sizes(20 * FRAMES_PER_HOUR)["context"] == 0
     assert recipe_sizes(3 * FRAMES_PER_HOUR, chunk=6)["context"] == 6   # train allows one whole neighbour
-    # dropout and SpecAugment from 0.5 h to 20 h (speechocean762's 2.7 h, and its cut with the
-    # context), off elsewhere
-    assert [s["dropout"] for s in sizes] == [0.0, DROPOUT, DROPOUT, 0.0, 0.0]
-    assert [s["spec_augment"] for s in sizes] == ["off", SPEC_AUGMENT, SPEC_AUGMENT, "off", "off"]
-    assert cut["dropout"] == DROPOUT and recipe_sizes(int(0.45 * FRAMES_PER_HOUR))["dropout"] == 0.0
+    # dropout and SpecAugment below 20 h (speechocean762's 2.7 h, and with the context its cut,
+    # half and a quarter of it), off beyond
+    assert [s["dropout"] for s in sizes] == [DROPOUT] * 3 + [0.0, 0.0]
+    assert [s["spec_augment"] for s in sizes] == [SPEC_AUGMENT] * 3 + ["off", "off"]
+    assert cut["dropout"] == DROPOUT and tiny["spec_augment"] == SPEC_AUGMENT
     # two networks decoded as one from 2 h to 20 h (speechocean762's 2.7 h), one elsewhere
     assert [s["members"] for s in sizes] == [1, 1, ENSEMBLE_MEMBERS, 1, 1] and ENSEMBLE_MEMBERS == 2
     assert cut["members"] == 1 and recipe_sizes(162 * FRAMES_PER_HOUR // 60)["members"] == 2
