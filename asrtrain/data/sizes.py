@@ -116,7 +116,8 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   beside it (thirtieth session): half the cut (0.335 h, test500 at the dev pick, seeds 0, 1, 2)
   77.13, 77.22, 79.52% against the bare network's 78.51, 80.02, 79.99% (dev 83.59, 83.78, 84.44
   against 84.98, 84.92, 84.80; a lower held-out loss at each seed), the SAT GMM 78.20%; a quarter
-  of it (0.167 h, seed 0) 89.16 against 89.88% (the SAT GMM 87.53%: there every model is near 90%);
+  of it (0.167 h, seeds 0, 1) 89.16, 89.19 against 89.88, 90.51% (the SAT GMM 87.53%: every model
+  near 90% there);
   yesno (0.1 h, seeds 0-2) 0.00% either way. So no lower bound; beyond 20 h the papers' bare
   chunks (nothing measured there, and the GPU's frames/s would halve). The earlier cut figures
   (3x160, a count tree, 822 test words: -0.4 and +2.3) were inside their noise;
@@ -130,7 +131,7 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   At 3x192 (underfitting: 43% held-out frame accuracy after 8 epochs) the same pair lost 0.6 and
   0.5 points. On the 40-minute cut they come with the context (above, measured together); alone
   there, 68.17 -> 68.08% and 70.37 -> 67.23% (dev 72.86 -> 73.10, 74.43 -> 73.52). Below 0.5 h
-  with the context (above: half the cut at three seeds, a quarter at one, yesno); beyond 20 h
+  with the context (above: half the cut at three seeds, a quarter at two, yesno); beyond 20 h
   nothing decides it, so it stays off there;
 - sequence training (``lfmmi``): from ``LFMMI_HOURS`` (2 h) on, two epochs of lattice-free MMI
   after the cross-entropy (recipes' stage train,realign,lfmmi: ``prepare den-graph`` and

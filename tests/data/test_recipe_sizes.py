@@ -70,7 +70,7 @@ def test_sizes_grow_with_the_hours_and_match_the_anchors() -> None:
     assert [s["lfmmi"] for s in sizes] == ["false"] * 2 + ["true"] * 3
     assert cut["lfmmi"] == "false" and recipe_sizes(162 * FRAMES_PER_HOUR // 60)["lfmmi"] == "true"
     # the chunks' context below 20 h (speechocean762's 2.7 h and its 40-minute cut, two seeds
-    # each; half the cut, three seeds, and a quarter of it; yesno unharmed), the papers' bare
+    # each; half the cut, three seeds, and a quarter of it, two; yesno unharmed), the papers' bare
     # chunks beyond
     assert [s["context"] for s in sizes] == [CONTEXT_FRAMES] * 3 + [0, 0]
     assert cut["context"] == CONTEXT_FRAMES and recipe_sizes(int(0.3 * FRAMES_PER_HOUR))["context"] == CONTEXT_FRAMES
