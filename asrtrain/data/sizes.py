@@ -117,10 +117,9 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   77.13, 77.22, 79.52% against the bare network's 78.51, 80.02, 79.99% (dev 83.59, 83.78, 84.44
   against 84.98, 84.92, 84.80; a lower held-out loss at each seed), the SAT GMM 78.20%; a quarter
   of it (0.167 h, seeds 0, 1) 89.16, 89.19 against 89.88, 90.51% (the SAT GMM 87.53%: every model
-  near 90% there);
-  yesno (0.1 h, seeds 0-2) 0.00% either way. So no lower bound; beyond 20 h the papers' bare
-  chunks (nothing measured there, and the GPU's frames/s would halve). The earlier cut figures
-  (3x160, a count tree, 822 test words: -0.4 and +2.3) were inside their noise;
+  near 90% there); yesno (0.1 h, seeds 0-2) 0.00% either way. So no lower bound; beyond 20 h the
+  papers' bare chunks (nothing measured there, and the GPU's frames/s would halve). The earlier cut
+  figures (3x160, a count tree, 822 test words: -0.4 and +2.3) were inside their noise;
 - regularisation (``dropout``, ``spec_augment``): below 20 h,
   dropout 0.2 between the LSTM layers and SpecAugment's masks on the logmel stream (two bands of
   up to 8 bins, two spans of up to 5 frames a chunk). Measured on speechocean762's 2.7 h (the
@@ -224,7 +223,8 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
     h = frames / FRAMES_PER_HOUR
     leaves = _clip(min(1200 * h ** 0.35, frames / FRAMES_PER_LEAF), 50, 7000)
     small, medium, large = h < 2, h < 20, h < 200
-    regularise = h < ADAPT_STREAMS_HOURS   # the context, dropout and SpecAugment
+    # below: the SAT stream, the context, dropout and SpecAugment; beyond, the papers' setup
+    few_hours = h < ADAPT_STREAMS_HOURS
     hidden, layers = (160, 3) if small else (320, 4) if medium else (512, 5) if large else (512, 6)
     base_batch = 128 if medium else 256
     batch = batch_for(frames, base_batch, chunk)
@@ -245,16 +245,16 @@ def recipe_sizes(frames: int, lm_tokens: int | None = None,
         "ubm_components": 64 if small else 256,
         "fmllr_gmm_components": 64 if small else 256,
         "ivector_dim": 100,
-        "streams": "fmllr,logmel" if h < ADAPT_STREAMS_HOURS else "fmllr,ivector,logmel",
-        "fmllr_source": "sat" if h < ADAPT_STREAMS_HOURS else "global",
+        "streams": "fmllr,logmel" if few_hours else "fmllr,ivector,logmel",
+        "fmllr_source": "sat" if few_hours else "global",
         "hybrid_tree": "questions" if medium else "counts",
         # at most one whole neighbour (train's limit): a recipe with a shorter --chunk gets it all
-        "context": min(CONTEXT_FRAMES, chunk) if regularise else 0,
-        "dropout": DROPOUT if regularise else 0.0,
-        "spec_augment": SPEC_AUGMENT if regularise else "off",
+        "context": min(CONTEXT_FRAMES, chunk) if few_hours else 0,
+        "dropout": DROPOUT if few_hours else 0.0,
+        "spec_augment": SPEC_AUGMENT if few_hours else "off",
         "lfmmi": "true" if h >= LFMMI_HOURS else "false",
         "lfmmi_utts_per_step": LFMMI_UTTS_PER_STEP,
-        "members": ENSEMBLE_MEMBERS if ENSEMBLE_HOURS <= h < ADAPT_STREAMS_HOURS else 1,
+        "members": ENSEMBLE_MEMBERS if few_hours and h >= ENSEMBLE_HOURS else 1,
     }
     if lm_tokens is not None:
         sizes["lm_order"] = 2 if lm_tokens < 20_000 else 3 if lm_tokens < 2_000_000 else 4
