@@ -25,9 +25,9 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   papers' 6×512 beyond. At speechocean762's 40-minute cut (with the context, dropout and
   SpecAugment, test500 at the dev pick, seeds 0 and 1) 3×160 gave 66.03% on the mean,
   3×256 66.09 at 2.1x the training time, 4×160 66.15, dropout 0.3 66.73 (thirty-first
-  session, recipes/speechocean762/RESULTS.md); 12 epochs with the model picked on held-out loss (16 beyond 200 h,
-  the papers'); batch 128 at rate 0.5 below 20 h (the demo's), the papers' 256 at 0.1
-  beyond, halved (to 16 at least) until an epoch holds 1,000 steps; the base batch stays
+  session, recipes/speechocean762/RESULTS.md); 12 epochs with the model picked on held-out
+  loss (16 beyond 200 h, the papers'); batch 128 at rate 0.5 below 20 h (the demo's), the
+  papers' 256 at 0.1 beyond, halved (to 16 at least) until an epoch holds 1,000 steps; the base batch stays
   at 128 (256), so the rate per chunk is the rule's at every batch (0.125 a step at 32).
   Measured on speechocean762 (2.7 h, 3x192 BLSTM,
   logmel, two seeds, docs/results.md): batch 32 (1,477 steps an epoch) against 128 (370)
