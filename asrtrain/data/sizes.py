@@ -21,23 +21,23 @@ training speech, anchored to what was measured or what Kaldi's recipes use:
   SAT 53.47% against 56.17%, LDA+MLLT 61.73% against 63.05%;
 - the hybrid's tree ≈ 400·h^0.6 pdfs (300 on 0.74 h; ≈ 38k at 2,000 h: the papers'
   SWB-2000 softmax has 32,000);
-- the BLSTM: 3×160 below 2 h (the demo), 4×320 below 20 h, 5×512 below 200 h, the
-  papers' 6×512 beyond. At speechocean762's 40-minute cut (with the context, dropout and
-  SpecAugment, test500 at the dev pick, seeds 0 and 1) 3×160 gave 66.03% on the mean,
-  3×256 66.09 at 2.1x the training time, 4×160 66.15, dropout 0.3 66.73 (thirty-first
-  session, recipes/speechocean762/RESULTS.md); 12 epochs with the model picked on held-out
-  loss (16 beyond 200 h, the papers'); batch 128 at rate 0.5 below 20 h (the demo's), the
-  papers' 256 at 0.1 beyond, halved (to 16 at least) until an epoch holds 1,000 steps; the base batch stays
-  at 128 (256), so the rate per chunk is the rule's at every batch (0.125 a step at 32).
-  Measured on speechocean762 (2.7 h, 3x192 BLSTM,
-  logmel, two seeds, docs/results.md): batch 32 (1,477 steps an epoch) against 128 (370)
-  at the same rate per chunk gave a lower held-out loss after every epoch (epoch 3: 3.04
-  and 2.86 against 3.14 and 2.98) and a lower dev WER at epoch 3 (best over the LM grid:
-  61.7 and 48.8% against 87.5 and 62.5%); the CPU's frames/s hardly differ. The earlier
-  floor of 64 steps came from the synthesized corpus (the demo keeps its hand-set 128).
-  The base batch had followed the batch (0.5 a step at 32, four times the measured rate per
-  chunk): the 4x320 network diverged in its first epoch at seed 1 (held-out loss 186) and
-  trailed at seed 0 (3.25 after epoch 2 against the 3x192's 2.94 at 0.125);
+- the BLSTM: 3×160 below 2 h (the demo), 4×320 below 20 h, 5×512 below 200 h, the papers'
+  6×512 beyond. At speechocean762's 40-minute cut (with the context, dropout and
+  SpecAugment, test500 at the dev pick, seeds 0 and 1) 3×160 gave 66.03% on the mean, 3×256
+  66.09 at 2.1x the training time, 4×160 66.15, dropout 0.3 66.73 (thirty-first session,
+  recipes/speechocean762/RESULTS.md); 12 epochs with the model picked on held-out loss (16
+  beyond 200 h, the papers'); batch 128 at rate 0.5 below 20 h (the demo's), the papers' 256
+  at 0.1 beyond, halved (to 16 at least) until an epoch holds 1,000 steps; the base batch
+  stays at 128 (256), so the rate per chunk is the rule's at every batch (0.125 a step at
+  32). Measured on speechocean762 (2.7 h, 3x192 BLSTM, logmel, two seeds, docs/results.md):
+  batch 32 (1,477 steps an epoch) against 128 (370) at the same rate per chunk gave a lower
+  held-out loss after every epoch (epoch 3: 3.04 and 2.86 against 3.14 and 2.98) and a lower
+  dev WER at epoch 3 (best over the LM grid: 61.7 and 48.8% against 87.5 and 62.5%); the
+  CPU's frames/s hardly differ. The earlier floor of 64 steps came from the synthesized
+  corpus (the demo keeps its hand-set 128). The base batch had followed the batch (0.5 a
+  step at 32, four times the measured rate per chunk): the 4x320 network diverged in its
+  first epoch at seed 1 (held-out loss 186) and trailed at seed 0 (3.25 after epoch 2
+  against the 3x192's 2.94 at 0.125);
 - the rate's schedule: below 20 h Kaldi's (``plateau``: the rate kept while the held-out loss
   improves by 1%, halved after an epoch that does not), beyond the papers' fixed anneal by
   1/sqrt(2) an epoch (``paper``). Measured on speechocean762 (3x192 on SAT fMLLR + logmel,
