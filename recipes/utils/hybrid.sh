@@ -138,6 +138,7 @@ dropout=${dropout-}
 spec_augment=${spec_augment-}
 label_smoothing=${label_smoothing-} # train --label-smoothing (empty: train's default, none)
 optimizer=${optimizer-}             # train --optimizer sgd|adam (empty: train's default, sgd)
+weight_decay=${weight_decay-}       # train --weight-decay (empty: train's default, none)
 context=${context-}                 # frames of each neighbouring chunk a chunk is trained and decoded with (train --context; empty: train's 0; auto: the sizes rule's)
 strategy=${strategy-h-adpsgd}
 nproc=${nproc-4}

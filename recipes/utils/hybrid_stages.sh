@@ -204,7 +204,7 @@ train_network() {   # DIR SEED: the network, trained as the options say, into DI
     --base-batch:base_batch --lr:lr --warmup-epochs:warmup_epochs --anneal:anneal \
     --lr-schedule:lr_schedule --plateau-stop:plateau_stop --select:select --dropout:dropout \
     --spec-augment:spec_augment --label-smoothing:label_smoothing --context:context --optimizer:optimizer \
-    --topology:topology
+    --weight-decay:weight_decay --topology:topology
   local group_opt=()   # super-learners exist only in H-ADPSGD
   if [ "$strategy" = h-adpsgd ]; then group_opt=(--group-size "$group_size"); fi
   # path.sh pins one thread a process; the learners share the host's cores among themselves

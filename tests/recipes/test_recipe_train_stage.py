@@ -72,6 +72,8 @@ def test_training_stage_command_is_accepted(recipe: str, strategy: str, archives
 
 
 def test_the_recipe_passes_the_optimizer_to_train(archives: Path, tmp_path: Path) -> None:
-    assert _plan(stage5("synth", "ssgd", archives, tmp_path / "sgd"))["optimizer"].startswith("sgd (")
-    rows = _plan(stage5("synth", "ssgd", archives, tmp_path / "adam", "--optimizer", "adam"))
-    assert rows["optimizer"].startswith("adam (AdamW")
+    plain = _plan(stage5("synth", "ssgd", archives, tmp_path / "sgd"))["optimizer"]
+    assert plain.startswith("sgd (") and "weight decay 0)" in plain
+    rows = _plan(stage5("synth", "ssgd", archives, tmp_path / "adam", "--optimizer", "adam",
+                        "--weight-decay", "0.0001"))
+    assert rows["optimizer"].startswith("adam (AdamW") and "weight decay 0.0001" in rows["optimizer"]
